@@ -1,0 +1,146 @@
+"""The contract of the agents package: plain data in, plain data out.
+
+The lab (oTree), the simulation lab and the analysis all depend on these names only.
+Everything here is JSON-serialisable through ``to_dict``/``from_dict`` so that a restarted
+server resumes an agent exactly where it was. No oTree import anywhere in ``agents``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, runtime_checkable
+
+
+class CallStatus(str, enum.Enum):
+    """How one model call ended: exactly one of these, never an exception."""
+
+    OK = "ok"
+    PARSE_ERROR = "parse_error"  # a reply came back but held no usable message/choice
+    LENGTH = "length"  # truncated by max_tokens (finish_reason length / stop_reason max_tokens)
+    REFUSAL = "refusal"  # the provider or model refused
+    RATE_LIMITED = "rate_limited"  # 429 / quota, after the retries the deadline allowed
+    PROVIDER_ERROR = "provider_error"  # 5xx, dropped connection, malformed HTTP
+    TIMEOUT = "timeout"  # the turn's deadline passed before a reply
+    BUDGET = "budget"  # not sent: the session's money budget was spent
+    CANCELLED = "cancelled"  # the caller gave up on the turn (e.g. server shutting down)
+    CONFIG_ERROR = "config_error"  # bad key / model name: 401, 404
+
+
+class TurnKind(str, enum.Enum):
+    MESSAGE_1 = "message_1"
+    MESSAGE_2 = "message_2"
+    DECISION = "decision"
+
+
+class TurnStatus(str, enum.Enum):
+    """How a turn ended, as the lab records it."""
+
+    OK = "ok"  # first reply parsed
+    REASKED = "reasked"  # first reply malformed, the re-ask parsed
+    FALLBACK = "fallback"  # no usable reply in time: no message / random choice, flagged
+
+
+@dataclass
+class ChatMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass
+class ModelSettings:
+    """What is sent with every request; fixed before the call is sent."""
+
+    provider: str  # "openai" | "anthropic" | "openai_compatible" | "gemini" | "simulated"
+    model: str
+    temperature: Optional[float] = None  # None = provider default (the paper used defaults)
+    max_tokens: int = 1024
+    seed: Optional[int] = None
+
+
+@dataclass
+class CallRecord:
+    """One model call on the record (Deliberate Lab style): one status, everything kept."""
+
+    call_id: str
+    agent_id: str
+    round_number: int
+    turn: str  # TurnKind value
+    attempt: int  # 1 = first ask, 2 = the re-ask after a malformed reply
+    provider: str
+    model: str
+    parameters: dict[str, Any]  # temperature, max_tokens, seed... as sent
+    prompt_version: str  # content hash of the templates that rendered the prompt
+    messages: list[dict[str, str]]  # the full messages sent
+    raw_reply: Optional[str]
+    parsed: Optional[str]  # the message text or "A"/"B"
+    status: str  # CallStatus value
+    error: Optional[str] = None  # short, never containing a key
+    input_tokens: Optional[int] = None
+    output_tokens: Optional[int] = None
+    cost: Optional[float] = None  # in the price table's currency (USD)
+    time_sent: Optional[float] = None  # unix epoch seconds
+    time_first_byte: Optional[float] = None
+    time_done: Optional[float] = None
+    retries: int = 0  # HTTP-level retries inside this call
+    simulated: bool = False  # True for the offline persona model
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CallRecord":
+        return cls(**d)
+
+
+@dataclass
+class TurnResult:
+    """What a turn produced. ``text`` for message turns, ``choice`` for decisions."""
+
+    agent_id: str
+    round_number: int
+    turn: str  # TurnKind value
+    status: str  # TurnStatus value
+    text: Optional[str] = None  # None = no message sent (fallback)
+    choice: Optional[str] = None  # "A" | "B"
+    fallback_reason: Optional[str] = None  # a CallStatus value when status == fallback
+    calls: list[CallRecord] = field(default_factory=list)
+    started_at: Optional[float] = None
+    finished_at: Optional[float] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TurnResult":
+        d = dict(d)
+        d["calls"] = [CallRecord.from_dict(c) for c in d.get("calls", [])]
+        return cls(**d)
+
+
+@dataclass
+class ModelReply:
+    """What a provider adapter returns for one request. Never raises."""
+
+    status: str  # CallStatus value
+    text: Optional[str] = None
+    error: Optional[str] = None
+    input_tokens: Optional[int] = None
+    output_tokens: Optional[int] = None
+    time_sent: Optional[float] = None
+    time_first_byte: Optional[float] = None
+    time_done: Optional[float] = None
+    retries: int = 0
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """One small interface for every provider (Concordia style)."""
+
+    settings: ModelSettings
+
+    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+        """Send ``messages``; return by ``deadline`` (time.monotonic() seconds), never raise."""
+        ...
