@@ -1,0 +1,310 @@
+"""The prisoner's dilemma with pre-play chat (WC): message 1, read 1, message 2, read 2,
+decision, result, every stage bounded by the session's limits and enforced by the server.
+
+A new associate every round (perfect strangers). Messages are ``Message`` rows, kept whether
+or not they were sent in time; the associate's message is shown as plain text.
+"""
+
+import time
+
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, WaitPage, models
+
+import protocol
+from lab import game as lab_game
+from lab.game import TranslatedWait, is_played, stage_timeout
+from lab.pages import TranslatedTimer
+from lab.session_settings import params
+
+doc = __doc__
+GAME = "WC"
+
+
+class C(BaseConstants):
+    NAME_IN_URL = "game_with_chat"
+    PLAYERS_PER_GROUP = None  # pairs in H-H, one human (and an agent seat) otherwise
+    NUM_ROUNDS = protocol.MAX_ROUNDS_PER_GAME
+    PAYOFFS = protocol.PAYOFFS
+    CHOICES = protocol.CHOICES
+
+
+class Subsession(BaseSubsession):
+    pass
+
+
+class Group(BaseGroup):
+    pass
+
+
+class Player(BasePlayer):
+    associate_code = models.StringField()
+    associate_kind = models.StringField()  # human | agent
+    agent_seat = models.IntegerField()
+    message_1 = models.LongStringField(blank=True)
+    message_2 = models.LongStringField(blank=True)
+    message_1_started_at = models.FloatField()
+    message_2_started_at = models.FloatField()
+    choice = models.StringField(choices=list(protocol.CHOICES))
+    choice_timed_out = models.BooleanField(initial=False)
+    decided_at = models.FloatField()
+    associate_choice = models.StringField()
+    associate_payoff = models.IntegerField()
+
+
+class Message(ExtraModel):
+    """One chat message, as sent (or not sent in time). ``player`` is the sender's row for a
+    human sender and the reader's row for an agent sender."""
+
+    player = models.Link(Player)
+    stage = models.IntegerField()
+    sender_code = models.StringField()
+    sender_kind = models.StringField()
+    receiver_code = models.StringField()
+    receiver_kind = models.StringField()
+    text = models.LongStringField()
+    sent_in_time = models.BooleanField()
+    stage_started_at = models.FloatField()
+    sent_at = models.FloatField()
+    unsent_draft = models.LongStringField()
+
+
+# FUNCTIONS
+def creating_session(subsession: Subsession):
+    lab_game.set_round_matching(subsession, GAME)
+
+
+def message_error(player: Player, text: str):
+    p = params(player.session)
+    t = lab_game.texts_for(player)
+    if not text.strip():
+        return t["game_message_prompt"]
+    if len(text) > p.message_max_chars:
+        return t["game_message_too_long"].format(max_chars=p.message_max_chars)
+
+
+def store_message(player: Player, stage: int, timeout_happened: bool):
+    """The human's message of ``stage``; at the limit, nothing is sent (the draft is kept)."""
+    p = params(player.session)
+    typed = player.field_maybe_none(f"message_{stage}") or ""
+    sent = not timeout_happened and bool(typed.strip()) and len(typed) <= p.message_max_chars
+    Message.create(
+        player=player,
+        stage=stage,
+        sender_code=player.participant.code,
+        sender_kind="human",
+        receiver_code=player.associate_code,
+        receiver_kind=player.associate_kind,
+        text=typed if sent else "",
+        sent_in_time=sent,
+        stage_started_at=player.field_maybe_none(f"message_{stage}_started_at"),
+        sent_at=time.time() if sent else None,
+        unsent_draft=None if sent else typed[: p.message_max_chars],
+    )
+    if not sent:
+        setattr(player, f"message_{stage}", "")
+
+
+def message_from(sender: Player, stage: int, receiver_code: str):
+    rows = Message.filter(player=sender, stage=stage, receiver_code=receiver_code)
+    return rows[0] if rows else None
+
+
+def received_message(player: Player, stage: int):
+    """The associate's Message row of ``stage`` (None if there is none yet)."""
+    if player.associate_kind == "human":
+        return message_from(lab_game.human_associate(player), stage, player.participant.code)
+    rows = Message.filter(player=player, stage=stage, sender_kind="agent")
+    return rows[0] if rows else None
+
+
+def own_message(player: Player, stage: int):
+    return message_from(player, stage, player.associate_code)
+
+
+def set_pair_payoffs(group: Group):
+    first, second = group.get_players()
+    lab_game.settle_round(first, second.choice)
+    lab_game.settle_round(second, first.choice)
+
+
+# PAGES
+class GameIntro(TranslatedTimer, Page):
+    template_name = "lab/GameIntro.html"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return player.round_number == 1
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        return lab_game.intro_vars(player, GAME)
+
+
+class RoundStart(TranslatedWait, WaitPage):
+    """Every round starts together, so agents and humans are re-matched in step."""
+
+    wait_for_all_groups = True
+    body_key = "common_waiting_all"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return is_played(player)
+
+
+def _message_page(stage: int):
+    field = f"message_{stage}"
+
+    class MessagePage(TranslatedTimer, Page):
+        form_model = "player"
+        form_fields = [field]
+        template_name = "game_with_chat/Message.html"
+
+        @staticmethod
+        def is_displayed(player: Player):
+            return is_played(player)
+
+        @staticmethod
+        def get_timeout_seconds(player: Player):
+            return stage_timeout(player, f"message_{stage}")
+
+        @staticmethod
+        def vars_for_template(player: Player):
+            started = f"message_{stage}_started_at"
+            if player.field_maybe_none(started) is None:
+                setattr(player, started, time.time())
+            variables = lab_game.round_vars(player, GAME)
+            t = variables["t"]
+            variables.update(
+                title=t["game_message_title"].format(stage=stage),
+                field=field,
+                max_chars=params(player.session).message_max_chars,
+                show_new_associate=stage == 1,
+            )
+            if stage == 2:
+                variables.update(read_vars(player, 1))
+            return variables
+
+        @staticmethod
+        def js_vars(player: Player):
+            return dict(max_chars=params(player.session).message_max_chars)
+
+        @staticmethod
+        def error_message(player: Player, values):
+            return message_error(player, values[field] or "")
+
+        @staticmethod
+        def before_next_page(player: Player, timeout_happened):
+            store_message(player, stage, timeout_happened)
+
+    MessagePage.__name__ = f"Message{stage}"
+    MessagePage.__qualname__ = MessagePage.__name__
+    return MessagePage
+
+
+def read_vars(player: Player, stage: int) -> dict:
+    received = received_message(player, stage)
+    sent = own_message(player, stage)
+    return dict(
+        associate_text=received.text if received and received.sent_in_time else None,
+        own_text=sent.text if sent and sent.sent_in_time else None,
+    )
+
+
+def _wait_for_associate(stage_name: str, after=None):
+    class WaitForAssociate(TranslatedWait, WaitPage):
+        @staticmethod
+        def is_displayed(player: Player):
+            return is_played(player) and player.associate_kind == "human"
+
+    if after:
+        WaitForAssociate.after_all_players_arrive = after
+    WaitForAssociate.__name__ = f"Wait{stage_name}"
+    WaitForAssociate.__qualname__ = WaitForAssociate.__name__
+    return WaitForAssociate
+
+
+def _read_page(stage: int):
+    class ReadPage(TranslatedTimer, Page):
+        template_name = "game_with_chat/Read.html"
+
+        @staticmethod
+        def is_displayed(player: Player):
+            return is_played(player)
+
+        @staticmethod
+        def get_timeout_seconds(player: Player):
+            return stage_timeout(player, f"read_{stage}")
+
+        @staticmethod
+        def vars_for_template(player: Player):
+            variables = lab_game.round_vars(player, GAME)
+            variables.update(read_vars(player, stage))
+            variables["title"] = variables["t"]["game_read_title"].format(stage=stage)
+            return variables
+
+    ReadPage.__name__ = f"Read{stage}"
+    ReadPage.__qualname__ = ReadPage.__name__
+    return ReadPage
+
+
+class Decision(TranslatedTimer, Page):
+    form_model = "player"
+    form_fields = ["choice"]
+    template_name = "lab/Decision.html"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return is_played(player)
+
+    @staticmethod
+    def get_timeout_seconds(player: Player):
+        return stage_timeout(player, "decision")
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = lab_game.round_vars(player, GAME)
+        variables["choices"] = C.CHOICES
+        return variables
+
+    @staticmethod
+    def before_next_page(player: Player, timeout_happened):
+        lab_game.record_choice(player, player.field_maybe_none("choice"), timeout_happened, GAME)
+
+
+class Result(TranslatedTimer, Page):
+    template_name = "lab/Result.html"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return is_played(player)
+
+    @staticmethod
+    def get_timeout_seconds(player: Player):
+        return stage_timeout(player, "result")
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        return lab_game.result_vars(player, GAME)
+
+
+Message1 = _message_page(1)
+Message2 = _message_page(2)
+Read1 = _read_page(1)
+Read2 = _read_page(2)
+WaitMessage1 = _wait_for_associate("Message1")
+WaitMessage2 = _wait_for_associate("Message2")
+WaitDecision = _wait_for_associate("Decision", after=set_pair_payoffs)
+
+page_sequence = [
+    GameIntro, RoundStart,
+    Message1, WaitMessage1, Read1,
+    Message2, WaitMessage2, Read2,
+    Decision, WaitDecision, Result,
+]
+
+
+def custom_export(players):
+    """Decisions of this game, one row per human decision (docs/DATA.md)."""
+    yield lab_game.DECISION_COLUMNS
+    for player in players:
+        if player.field_maybe_none("choice"):
+            yield lab_game.decision_row(player, GAME)

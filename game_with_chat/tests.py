@@ -1,0 +1,42 @@
+import html
+
+from otree.api import Bot, Submission, expect
+
+from lab import bots
+from lab.game import game_total
+from . import Decision, GameIntro, Message, Message1, Message2, Read1, Read2, Result, received_message
+
+
+class PlayerBot(Bot):
+    def play_round(self):
+        if self.player.round_number == 1:
+            yield GameIntro
+        if not bots.plays_round(self.player):
+            return
+        for stage, page, read_page in ((1, Message1, Read1), (2, Message2, Read2)):
+            text = bots.scripted_message(self.player, stage)
+            if bots.times_out_message(self.player, stage):
+                yield Submission(page, {f"message_{stage}": "half-typed"}, timeout_happened=True)
+                [row] = Message.filter(player=self.player, stage=stage)
+                expect(row.sent_in_time, False)
+                expect(row.unsent_draft, "half-typed")
+                expect(row.text, "")
+            else:
+                yield page, {f"message_{stage}": text}
+            received = received_message(self.player, stage)
+            if received and received.sent_in_time:
+                # Whatever the associate typed is shown as text, never as markup.
+                expect(html.escape(received.text), "in", self.html)
+                expect("<script>alert(1)</script>", "not in", self.html)
+            yield read_page
+        if bots.times_out_decision(self.player):
+            yield Submission(Decision, timeout_happened=True)
+            expect(self.player.choice_timed_out, True)
+            expect(self.player.choice, "in", ["A", "B"])
+        else:
+            yield Decision, {"choice": bots.scripted_choice(self.player)}
+            expect(self.player.choice_timed_out, False)
+        yield Result
+        expect(self.player.associate_choice, "in", ["A", "B"])
+        expect(self.player.payoff, "in", [10, 40, 70, 80])
+        expect(game_total(self.player), sum(p.payoff for p in self.player.in_all_rounds()))

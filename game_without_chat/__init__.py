@@ -1,0 +1,134 @@
+"""The prisoner's dilemma without communication (WoC): decision and result only, a new
+associate every round, the same limits and payoffs as the game with chat."""
+
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, WaitPage, models
+
+import protocol
+from lab import game as lab_game
+from lab.game import TranslatedWait, is_played, stage_timeout
+from lab.pages import TranslatedTimer
+
+doc = __doc__
+GAME = "WoC"
+
+
+class C(BaseConstants):
+    NAME_IN_URL = "game_without_chat"
+    PLAYERS_PER_GROUP = None  # pairs in H-H, one human (and an agent seat) otherwise
+    NUM_ROUNDS = protocol.MAX_ROUNDS_PER_GAME
+    PAYOFFS = protocol.PAYOFFS
+    CHOICES = protocol.CHOICES
+
+
+class Subsession(BaseSubsession):
+    pass
+
+
+class Group(BaseGroup):
+    pass
+
+
+class Player(BasePlayer):
+    associate_code = models.StringField()
+    associate_kind = models.StringField()  # human | agent
+    agent_seat = models.IntegerField()
+    choice = models.StringField(choices=list(protocol.CHOICES))
+    choice_timed_out = models.BooleanField(initial=False)
+    decided_at = models.FloatField()
+    associate_choice = models.StringField()
+    associate_payoff = models.IntegerField()
+
+
+# FUNCTIONS
+def creating_session(subsession: Subsession):
+    lab_game.set_round_matching(subsession, GAME)
+
+
+def set_pair_payoffs(group: Group):
+    first, second = group.get_players()
+    lab_game.settle_round(first, second.choice)
+    lab_game.settle_round(second, first.choice)
+
+
+# PAGES
+class GameIntro(TranslatedTimer, Page):
+    template_name = "lab/GameIntro.html"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return player.round_number == 1
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        return lab_game.intro_vars(player, GAME)
+
+
+class RoundStart(TranslatedWait, WaitPage):
+    """Every round starts together, so agents and humans are re-matched in step."""
+
+    wait_for_all_groups = True
+    body_key = "common_waiting_all"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return is_played(player)
+
+
+class Decision(TranslatedTimer, Page):
+    form_model = "player"
+    form_fields = ["choice"]
+    template_name = "lab/Decision.html"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return is_played(player)
+
+    @staticmethod
+    def get_timeout_seconds(player: Player):
+        return stage_timeout(player, "decision")
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = lab_game.round_vars(player, GAME)
+        variables["choices"] = C.CHOICES
+        variables["show_new_associate"] = True
+        return variables
+
+    @staticmethod
+    def before_next_page(player: Player, timeout_happened):
+        lab_game.record_choice(player, player.field_maybe_none("choice"), timeout_happened, GAME)
+
+
+class WaitDecision(TranslatedWait, WaitPage):
+    after_all_players_arrive = set_pair_payoffs
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return is_played(player) and player.associate_kind == "human"
+
+
+class Result(TranslatedTimer, Page):
+    template_name = "lab/Result.html"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return is_played(player)
+
+    @staticmethod
+    def get_timeout_seconds(player: Player):
+        return stage_timeout(player, "result")
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        return lab_game.result_vars(player, GAME)
+
+
+page_sequence = [GameIntro, RoundStart, Decision, WaitDecision, Result]
+
+
+def custom_export(players):
+    """Decisions of this game, one row per human decision (docs/DATA.md)."""
+    yield lab_game.DECISION_COLUMNS
+    for player in players:
+        if player.field_maybe_none("choice"):
+            yield lab_game.decision_row(player, GAME)

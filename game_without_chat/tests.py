@@ -1,0 +1,19 @@
+from otree.api import Bot, Submission, expect
+
+from lab import bots
+from . import Decision, GameIntro, Result
+
+
+class PlayerBot(Bot):
+    def play_round(self):
+        if self.player.round_number == 1:
+            yield GameIntro
+        if not bots.plays_round(self.player):
+            return
+        if bots.times_out_decision(self.player):
+            yield Submission(Decision, timeout_happened=True)
+            expect(self.player.choice_timed_out, True)
+        else:
+            yield Decision, {"choice": bots.scripted_choice(self.player)}
+        yield Result
+        expect(self.player.associate_choice, "in", ["A", "B"])

@@ -1,0 +1,162 @@
+"""Instructions pages 1-2 and the rules quiz, retaken until passed.
+
+Session creation is validated here (the first app of every session), so a config that cannot
+run (odd number of people in H-H, too many rounds, an unknown language) is refused at once
+with a message saying why.
+"""
+
+import json
+import time
+
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models, widgets
+
+import protocol
+from lab import session_settings
+from lab.pages import TranslatedTimer, texts_for
+
+doc = __doc__
+
+
+class C(BaseConstants):
+    NAME_IN_URL = "instructions"
+    PLAYERS_PER_GROUP = None
+    NUM_ROUNDS = 1
+    PAYOFFS = protocol.PAYOFFS
+    # The quiz asks one's own points for each pair of choices, then about re-matching.
+    QUIZ_CASES = tuple(PAYOFFS)
+    QUIZ_POINT_OPTIONS = tuple(sorted({own for own, _ in PAYOFFS.values()}))
+
+
+class Subsession(BaseSubsession):
+    pass
+
+
+class Group(BaseGroup):
+    pass
+
+
+def _points_field():
+    return models.IntegerField(choices=list(C.QUIZ_POINT_OPTIONS), widget=widgets.RadioSelect)
+
+
+class Player(BasePlayer):
+    quiz_AA = _points_field()
+    quiz_AB = _points_field()
+    quiz_BA = _points_field()
+    quiz_BB = _points_field()
+    quiz_same_associate = models.BooleanField(widget=widgets.RadioSelect)
+    quiz_attempts = models.IntegerField(initial=0)
+    quiz_passed_at = models.FloatField()
+
+
+class QuizAttempt(ExtraModel):
+    """Every quiz submission, right or wrong, with its answers."""
+
+    player = models.Link(Player)
+    attempt = models.IntegerField()
+    answers = models.LongStringField()  # JSON
+    passed = models.BooleanField()
+    submitted_at = models.FloatField()
+
+
+QUIZ_FIELDS = ["quiz_AA", "quiz_AB", "quiz_BA", "quiz_BB", "quiz_same_associate"]
+
+
+# FUNCTIONS
+def creating_session(subsession: Subsession):
+    session_settings.validate(subsession.session.config, len(subsession.get_players()))
+
+
+def quiz_answer_key() -> dict:
+    key = {f"quiz_{own}{other}": protocol.payoff(own, other) for own, other in C.QUIZ_CASES}
+    key["quiz_same_associate"] = False
+    return key
+
+
+def wrong_quiz_fields(answers: dict) -> list:
+    key = quiz_answer_key()
+    return [name for name in QUIZ_FIELDS if answers.get(name) != key[name]]
+
+
+def record_quiz_attempt(player: Player, answers: dict, passed: bool):
+    player.quiz_attempts += 1
+    QuizAttempt.create(
+        player=player,
+        attempt=player.quiz_attempts,
+        answers=json.dumps(answers),
+        passed=passed,
+        submitted_at=time.time(),
+    )
+
+
+def payoff_table(t: dict) -> list:
+    """Rows for the payoff table: (row label, [(own, other) per column])."""
+    return [
+        dict(label=t["intro_payoff_row"].format(own=own),
+             cells=[C.PAYOFFS[(own, other)] for other in protocol.CHOICES])
+        for own in protocol.CHOICES
+    ]
+
+
+def rules_vars(player: Player) -> dict:
+    t = texts_for(player)
+    return dict(
+        t=t,
+        payoff_rows=payoff_table(t),
+        payoff_cols=[t["intro_payoff_col"].format(other=other) for other in protocol.CHOICES],
+    )
+
+
+# PAGES
+class Welcome(TranslatedTimer, Page):
+    @staticmethod
+    def vars_for_template(player: Player):
+        return dict(t=texts_for(player))
+
+
+class Rules(TranslatedTimer, Page):
+    @staticmethod
+    def vars_for_template(player: Player):
+        return rules_vars(player)
+
+
+class Quiz(TranslatedTimer, Page):
+    form_model = "player"
+    form_fields = QUIZ_FIELDS
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = rules_vars(player)
+        t = variables["t"]
+        variables["questions"] = [
+            dict(name=f"quiz_{own}{other}",
+                 text=t["intro_quiz_points_question"].format(own=own, other=other),
+                 options=[(value, value) for value in C.QUIZ_POINT_OPTIONS])
+            for own, other in C.QUIZ_CASES
+        ] + [dict(name="quiz_same_associate", text=t["intro_quiz_same_associate"],
+                  options=[("True", t["intro_quiz_yes"]), ("False", t["intro_quiz_no"])])]
+        variables["failed_before"] = player.quiz_attempts > 0
+        return variables
+
+    @staticmethod
+    def error_message(player: Player, values):
+        wrong = wrong_quiz_fields(values)
+        record_quiz_attempt(player, values, passed=not wrong)
+        if wrong:
+            return texts_for(player)["intro_quiz_wrong"]
+
+    @staticmethod
+    def before_next_page(player: Player, timeout_happened):
+        player.quiz_passed_at = time.time()
+
+
+page_sequence = [Welcome, Rules, Quiz]
+
+
+def custom_export(players):
+    """One row per quiz submission."""
+    yield ["session_code", "participant_code", "attempt", "passed", "answers", "submitted_at"]
+    for player in players:
+        for attempt in QuizAttempt.filter(player=player):
+            yield [player.session.code, player.participant.code, attempt.attempt, attempt.passed,
+                   attempt.answers, attempt.submitted_at]

@@ -1,0 +1,85 @@
+"""The long-format exports of docs/DATA.md, as oTree custom export functions.
+
+They live in the last app (``payment``) so that an experimenter finds every table in one
+place on oTree's Data page; each takes that app's players (one per participant).
+"""
+
+from __future__ import annotations
+
+import protocol
+from lab import game as lab_game
+from lab.session_settings import GAME_APPS
+
+MESSAGE_COLUMNS = [
+    "session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
+    "game", "round", "conversation_id", "stage", "sender_code", "sender_kind", "receiver_code",
+    "receiver_kind", "text", "sent_in_time", "stage_started_at", "sent_at", "unsent_draft",
+]
+
+
+def _questionnaire_columns() -> list:
+    from questionnaire import NORM_FIELDS, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS
+
+    return (NORM_FIELDS + PERCEPTION_FIELDS + SEVEN_C_FIELDS + ["believed_human", "llm_familiarity"]
+            + SVO_FIELDS + ["svo_angle", "svo_category", "age", "gender", "major"])
+
+
+def participant_columns() -> list:
+    per_game = []
+    for game in protocol.GAMES:
+        per_game += [f"norm_true_{game}", f"norm_correct_{game}"]
+    return (["session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
+             "participant_code", "participant_label", "quiz_attempts"]
+            + _questionnaire_columns() + per_game
+            + [f"points_{game}" for game in protocol.GAMES] + ["payout"])
+
+
+def _first(rows):
+    return rows[0] if rows else None
+
+
+def participants_rows(players):
+    """One row per participant: quiz, questionnaires, norms and payment."""
+    yield participant_columns()
+    questionnaire_columns = _questionnaire_columns()
+    for player in players:
+        quiz = _first(lab_game.players_of(player.participant, "instructions"))
+        answers = _first(lab_game.players_of(player.participant, "questionnaire"))
+        row = [*lab_game.session_keys(player.session), player.participant.code,
+               player.participant.label, quiz.quiz_attempts if quiz else None]
+        row += [answers.field_maybe_none(c) if answers else None for c in questionnaire_columns]
+        for game in protocol.GAMES:
+            row += [player.field_maybe_none(f"norm_true_{game}"),
+                    lab_game.csv_bool(player.field_maybe_none(f"norm_correct_{game}"))]
+        row += [player.field_maybe_none(f"points_{game}") for game in protocol.GAMES]
+        row.append(player.field_maybe_none("payout"))
+        yield row
+
+
+def decisions_rows(players):
+    """One row per decision, both games (docs/DATA.md 'decisions')."""
+    yield lab_game.DECISION_COLUMNS
+    for player in players:
+        for game, app in GAME_APPS.items():
+            for game_player in lab_game.players_of(player.participant, app):
+                if game_player.field_maybe_none("choice"):
+                    yield lab_game.decision_row(game_player, game)
+
+
+def messages_rows(players):
+    """One row per chat message of the game with chat (docs/DATA.md 'messages')."""
+    from game_with_chat import Message
+
+    yield MESSAGE_COLUMNS
+    for player in players:
+        for game_player in lab_game.players_of(player.participant, GAME_APPS["WC"]):
+            for message in Message.filter(player=game_player):
+                yield [
+                    *lab_game.session_keys(player.session), "WC", game_player.round_number,
+                    lab_game.conversation_id(game_player, "WC"), message.stage,
+                    message.sender_code, message.sender_kind, message.receiver_code,
+                    message.receiver_kind, message.text, lab_game.csv_bool(message.sent_in_time),
+                    message.stage_started_at, message.sent_at, message.unsent_draft,
+                ]
+
+

@@ -1,0 +1,180 @@
+"""What the two game apps (with and without chat) share: matching, choices, payoffs, texts.
+
+The functions take the app's own Player (duck-typed: both apps define the same decision
+fields) so that each app stays a short list of fields and pages.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import protocol
+from lab import matching
+from lab.pages import associates_wording, texts_for
+from lab.session_settings import params
+
+
+def game_rng(session_code: str, game: str, *parts) -> random.Random:
+    """Reproducible randomness per session, game (and player/round when given)."""
+    return random.Random("-".join([session_code, game, *map(str, parts)]))
+
+
+def is_played(player) -> bool:
+    """Rounds past the session's rounds_per_game are skipped (NUM_ROUNDS is the maximum)."""
+    return player.round_number <= params(player.session).rounds_per_game
+
+
+def set_round_matching(subsession, game: str) -> None:
+    """creating_session: pair humans (H-H) or seat each human with an agent, for this round."""
+    p = params(subsession.session)
+    players = sorted(subsession.get_players(), key=lambda pl: pl.participant.id_in_session)
+    round_index = subsession.round_number - 1
+    if round_index >= p.rounds_per_game:
+        subsession.set_group_matrix([[pl] for pl in players])
+        return
+    rng = game_rng(subsession.session.code, game, "matching")
+    if p.with_agents:
+        seats = matching.agent_schedule(len(players), p.rounds_per_game, rng)[round_index]
+        subsession.set_group_matrix([[pl] for pl in players])
+        for pl, seat in zip(players, seats):
+            pl.associate_kind = "agent"
+            pl.agent_seat = seat
+            pl.associate_code = agent_id(seat)
+    else:
+        pairs = matching.perfect_stranger_pairs(len(players), p.rounds_per_game, rng)[round_index]
+        subsession.set_group_matrix([[players[a], players[b]] for a, b in pairs])
+        for pl in players:
+            pl.associate_kind = "human"
+        for a, b in pairs:
+            players[a].associate_code = players[b].participant.code
+            players[b].associate_code = players[a].participant.code
+
+
+def agent_id(seat: int) -> str:
+    return f"agent-{seat + 1}"
+
+
+def human_associate(player):
+    """The other human of an H-H pair."""
+    return player.get_others_in_group()[0]
+
+
+def conversation_id(player, game: str) -> str:
+    """Shared by both sides of one pair-round (DATA.md)."""
+    if player.associate_kind == "human":
+        first, second = sorted([player.participant.code, player.associate_code])
+    else:
+        first, second = player.participant.code, player.associate_code
+    return f"{player.session.code}-{game}-r{player.round_number}-{first}-{second}"
+
+
+def record_choice(player, choice: str | None, timed_out: bool, game: str) -> None:
+    """A decision; no choice in time means a random one, flagged (SI Note 1)."""
+    if timed_out or choice not in protocol.CHOICES:
+        rng = game_rng(player.session.code, game, player.participant.code, player.round_number)
+        choice = rng.choice(protocol.CHOICES)
+        timed_out = True
+    player.choice = choice
+    player.choice_timed_out = timed_out
+    player.decided_at = time.time()
+
+
+def settle_round(player, associate_choice: str) -> None:
+    own_points, associate_points = protocol.PAYOFFS[(player.choice, associate_choice)]
+    player.associate_choice = associate_choice
+    player.payoff = own_points
+    player.associate_payoff = associate_points
+
+
+def game_total(player) -> int:
+    return int(sum(pl.payoff for pl in player.in_rounds(1, player.round_number) if pl.choice))
+
+
+class TranslatedWait:
+    """Mixin for WaitPage classes: their title and text in the session's language."""
+
+    body_key = "common_waiting_associate"
+
+    @property
+    def title_text(self):
+        return texts_for(self.player)["common_waiting_title"]
+
+    @property
+    def body_text(self):
+        return texts_for(self.player)[self.body_key]
+
+
+def stage_timeout(player, stage: str) -> float:
+    return params(player.session).stage_limits[stage]
+
+
+def round_vars(player, game: str) -> dict:
+    """Template variables every in-round page shows."""
+    p = params(player.session)
+    t = texts_for(player)
+    return dict(
+        t=t,
+        round_label=t["common_round_of"].format(round=player.round_number, rounds=p.rounds_per_game),
+        game_label=t["common_game_of"].format(game_index=p.game_index(game)),
+    )
+
+
+def intro_vars(player, game: str) -> dict:
+    p = params(player.session)
+    variables = round_vars(player, game)
+    t = variables["t"]
+    wording_key = "game_associates_informed" if p.informed else "game_associates_uninformed"
+    variables.update(
+        title=t["game_intro_title"].format(game_index=p.game_index(game)),
+        body=t["game_intro_with_chat"] if game == "WC" else t["game_intro_without_chat"],
+        associates=t[wording_key].format(associates=associates_wording(p)),
+    )
+    return variables
+
+
+def result_vars(player, game: str) -> dict:
+    variables = round_vars(player, game)
+    variables.update(
+        title=variables["t"]["game_result_title"].format(round=player.round_number),
+        total=game_total(player),
+        payoff_points=int(player.payoff),
+    )
+    return variables
+
+
+def decision_row(player, game: str) -> list:
+    """The decisions table row of a human (DATA.md)."""
+    p = params(player.session)
+    return [
+        *session_keys(player.session), game, p.game_index(game), player.round_number,
+        player.participant.code, "human", "", player.associate_code, player.associate_kind,
+        conversation_id(player, game), player.choice, csv_bool(player.choice_timed_out), player.associate_choice,
+        int(player.payoff), player.associate_payoff, player.decided_at,
+    ]
+
+
+DECISION_COLUMNS = [
+    "session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
+    "game", "game_index", "round", "player_code", "player_kind", "persona", "associate_code",
+    "associate_kind", "conversation_id", "choice", "timed_out", "associate_choice", "payoff",
+    "associate_payoff", "decided_at",
+]
+
+
+def csv_bool(value):
+    """DATA.md writes booleans as True/False (oTree's CSV writer would turn bool into 1/0)."""
+    return None if value is None else str(bool(value))
+
+
+def session_keys(session) -> list:
+    p = params(session)
+    return [session.code, p.treatment, p.associate_type, p.label_setting, p.game_order, "lab"]
+
+
+def players_of(participant, app_name: str) -> list:
+    """A participant's player rows in another app, by round."""
+    from otree.common import get_models_module
+
+    Player = get_models_module(app_name).Player
+    return list(Player.objects_filter(participant=participant).order_by("round_number"))

@@ -1,0 +1,64 @@
+"""Perfect-stranger matching: nobody meets the same associate twice within a game.
+
+Human-human: the circle method (round-robin tournament) gives n-1 rounds of disjoint pairs in
+which every pair occurs at most once; we draw ``rounds`` of them, with participants relabelled
+at random. Human-agent: agent ``(i + r) mod A`` for human ``i`` in round ``r`` (after random
+relabelling) meets every human at most once and never meets two humans in one round, for
+``A = max(humans, rounds)`` agents.
+"""
+
+from __future__ import annotations
+
+import random
+
+from lab.session_settings import SessionConfigError
+
+
+class MatchingError(SessionConfigError):
+    pass
+
+
+def check_perfect_stranger_possible(num_participants: int, rounds: int) -> None:
+    if num_participants < 2 or num_participants % 2:
+        raise MatchingError(
+            f"A human-human session needs an even number of participants (2 per pair); "
+            f"{num_participants} cannot be paired. Use {num_participants + 1 if num_participants % 2 else 2}."
+        )
+    if num_participants - 1 < rounds:
+        needed = rounds + 1 + (rounds + 1) % 2
+        raise MatchingError(
+            f"With {num_participants} participants each can meet only {num_participants - 1} different "
+            f"associates, but a game has {rounds} rounds: use at least {needed} participants "
+            f"(or fewer rounds per game)."
+        )
+
+
+def perfect_stranger_pairs(num_participants: int, rounds: int, rng: random.Random) -> list[list[tuple[int, int]]]:
+    """For each round, the pairs (0-based participant indices) of that round."""
+    check_perfect_stranger_possible(num_participants, rounds)
+    n = num_participants
+    labels = list(range(n))
+    rng.shuffle(labels)
+    schedule = []
+    for k in range(n - 1):
+        # circle method: position n-1 stays, the others rotate by k
+        pairs = [(n - 1, k)]
+        for j in range(1, n // 2):
+            pairs.append(((k + j) % (n - 1), (k - j) % (n - 1)))
+        schedule.append([(labels[a], labels[b]) for a, b in pairs])
+    return rng.sample(schedule, rounds)
+
+
+def agent_count(num_humans: int, rounds: int) -> int:
+    """One agent per human, and at least one per round so nobody meets an agent twice."""
+    return max(num_humans, rounds)
+
+
+def agent_schedule(num_humans: int, rounds: int, rng: random.Random) -> list[list[int]]:
+    """For each round, the agent index (0-based) of each human (0-based)."""
+    agents = agent_count(num_humans, rounds)
+    human_slots = rng.sample(range(agents), num_humans)
+    agent_labels = list(range(agents))
+    rng.shuffle(agent_labels)
+    round_offsets = rng.sample(range(agents), rounds)
+    return [[agent_labels[(slot + offset) % agents] for slot in human_slots] for offset in round_offsets]

@@ -1,0 +1,120 @@
+"""A session's parameters: the defaults of ``protocol`` overridden by the session config.
+
+settings.py builds the session configs from ``config_defaults()``, so every parameter shows
+up (and can be edited) on oTree's "create session" page; the apps read them back through
+``params(session)``. ``validate`` turns a bad value into one clear message at session
+creation instead of an error in the middle of a session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import protocol
+
+GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
+STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMITS}
+
+
+class SessionConfigError(ValueError):
+    """A session config value that cannot run; the message says which and why."""
+
+
+def config_defaults() -> dict:
+    """The paper's values, as flat session-config keys (oTree's admin can edit flat values)."""
+    defaults = {
+        "language": "zh_hans",
+        "rounds_per_game": protocol.ROUNDS_PER_GAME,
+        "message_max_chars": protocol.MESSAGE_MAX_CHARS,
+        # oTree's own names, so its payments page uses the paper's fee and exchange rate.
+        "participation_fee": protocol.SHOW_UP_FEE,
+        "real_world_currency_per_point": protocol.CURRENCY_PER_POINT,
+        "norm_bonus": protocol.NORM_BONUS,
+    }
+    defaults.update({key: protocol.STAGE_LIMITS[stage] for stage, key in STAGE_CONFIG_KEYS.items()})
+    return defaults
+
+
+@dataclass(frozen=True)
+class SessionParams:
+    associate_type: str
+    label_setting: str
+    game_order: str
+    language: str
+    rounds_per_game: int
+    stage_limits: dict
+    message_max_chars: int
+    participation_fee: float
+    currency_per_point: float
+    norm_bonus: float
+
+    @property
+    def treatment(self) -> str:
+        return protocol.TREATMENT_CODES[self.associate_type]
+
+    @property
+    def with_agents(self) -> bool:
+        return self.associate_type != "human"
+
+    @property
+    def informed(self) -> bool:
+        return self.label_setting == "informed"
+
+    def game_index(self, game: str) -> int:
+        return protocol.GAME_ORDERS[self.game_order].index(game) + 1
+
+
+def params_from_config(config: dict) -> SessionParams:
+    merged = {**config_defaults(), **config}
+    return SessionParams(
+        associate_type=merged["associate_type"],
+        label_setting=merged["label_setting"],
+        game_order=merged["game_order"],
+        language=merged["language"],
+        rounds_per_game=int(merged["rounds_per_game"]),
+        stage_limits={stage: float(merged[key]) for stage, key in STAGE_CONFIG_KEYS.items()},
+        message_max_chars=int(merged["message_max_chars"]),
+        participation_fee=float(merged["participation_fee"]),
+        currency_per_point=float(merged["real_world_currency_per_point"]),
+        norm_bonus=float(merged["norm_bonus"]),
+    )
+
+
+def params(session) -> SessionParams:
+    return params_from_config(session.config)
+
+
+def validate(config: dict, num_participants: int) -> SessionParams:
+    """Raise SessionConfigError naming the first unusable value; return the parameters."""
+    merged = {**config_defaults(), **config}
+    checks = [
+        ("associate_type", merged.get("associate_type") in protocol.ASSOCIATE_TYPES,
+         f"one of {', '.join(protocol.ASSOCIATE_TYPES)}"),
+        ("label_setting", merged.get("label_setting") in protocol.LABEL_SETTINGS,
+         f"one of {', '.join(protocol.LABEL_SETTINGS)}"),
+        ("game_order", merged.get("game_order") in protocol.GAME_ORDERS,
+         f"one of {', '.join(protocol.GAME_ORDERS)}"),
+        ("language", merged.get("language") in ("zh_hans", "en"), "zh_hans or en"),
+    ]
+    for key, ok, expected in checks:
+        if not ok:
+            raise SessionConfigError(f"Session config '{key}' is {merged.get(key)!r}; it must be {expected}.")
+    try:
+        p = params_from_config(merged)
+    except (TypeError, ValueError) as exc:
+        raise SessionConfigError(f"Session config has a value that is not a number: {exc}") from None
+    if not 1 <= p.rounds_per_game <= protocol.MAX_ROUNDS_PER_GAME:
+        raise SessionConfigError(
+            f"Session config 'rounds_per_game' is {p.rounds_per_game}; it must be between 1 and "
+            f"{protocol.MAX_ROUNDS_PER_GAME} (protocol.MAX_ROUNDS_PER_GAME)."
+        )
+    for stage, seconds in p.stage_limits.items():
+        if seconds <= 0:
+            raise SessionConfigError(f"Session config '{STAGE_CONFIG_KEYS[stage]}' must be positive, not {seconds}.")
+    if p.message_max_chars < 1:
+        raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
+    if p.associate_type == "human":
+        from lab.matching import check_perfect_stranger_possible
+
+        check_perfect_stranger_possible(num_participants, p.rounds_per_game)
+    return p

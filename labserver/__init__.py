@@ -1,0 +1,1 @@
+"""Command-line tools around oTree for running the lab: ``python -m labserver --help``."""

@@ -1,0 +1,39 @@
+"""``python -m labserver run|bots|export`` — see README.md."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m labserver", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="start the lab server (oTree prodserver) and print its address")
+    run.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
+
+    bots = commands.add_parser("bots", help="play a session with oTree's bots (any database, config overrides)")
+    bots.add_argument("config")
+    bots.add_argument("participants", type=int)
+    bots.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a session-config value, e.g. --set rounds_per_game=3")
+    bots.add_argument("--export", type=Path, help="write every custom export of the session here")
+
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        from labserver.server import serve
+
+        return serve(args.port)
+    if args.command == "bots":
+        from labserver import botrun
+
+        botrun.run(args.config, args.participants, botrun.parse_overrides(args.set), args.export)
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""The payment page: show-up fee + rate x points of both games + a bonus per norm estimate in
+the true interval (PROTOCOL.md, Payment). It waits for everyone, because the true
+cooperation rate of the *other* participants is known only when all have played.
+
+oTree's own payments page shows the same total: game points are the players' payoffs, the
+bonus is added here as points at the session's exchange rate.
+
+This app also holds the exports in long format that the analysis reads (docs/DATA.md).
+"""
+
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, WaitPage, cu, models
+
+import protocol
+from lab import game as lab_game
+from lab import exports
+from lab.pages import TranslatedTimer, texts_for
+from lab.session_settings import GAME_APPS, params
+
+doc = __doc__
+
+
+class C(BaseConstants):
+    NAME_IN_URL = "payment"
+    PLAYERS_PER_GROUP = None
+    NUM_ROUNDS = 1
+
+
+class Subsession(BaseSubsession):
+    pass
+
+
+class Group(BaseGroup):
+    pass
+
+
+class Player(BasePlayer):
+    for _game in protocol.GAMES:
+        locals()[f"points_{_game}"] = models.IntegerField()
+        locals()[f"decisions_{_game}"] = models.IntegerField()
+        locals()[f"cooperations_{_game}"] = models.IntegerField()
+        locals()[f"norm_true_{_game}"] = models.IntegerField()  # None: no other participants
+        locals()[f"norm_correct_{_game}"] = models.BooleanField()
+    del _game
+    payout = models.FloatField()
+
+
+# FUNCTIONS
+def tally_games(player: Player):
+    for game in protocol.GAMES:
+        rounds = [pl for pl in lab_game.players_of(player.participant, GAME_APPS[game]) if pl.field_maybe_none("choice")]
+        setattr(player, f"points_{game}", int(sum(pl.payoff for pl in rounds)))
+        setattr(player, f"decisions_{game}", len(rounds))
+        setattr(player, f"cooperations_{game}", sum(pl.choice == protocol.COOPERATE for pl in rounds))
+
+
+def norm_estimate(player: Player, game: str):
+    from questionnaire import Player as QuestionnairePlayer
+
+    answers = QuestionnairePlayer.objects_filter(participant=player.participant).first()
+    return answers.field_maybe_none(f"norm_estimate_{game}") if answers else None
+
+
+def settle_payments(subsession: Subsession):
+    """After everyone finished: true norms, bonuses and payouts (PROTOCOL.md, Payment)."""
+    players = subsession.get_players()
+    for player in players:
+        tally_games(player)
+    p = params(subsession.session)
+    for player in players:
+        correct = 0
+        for game in protocol.GAMES:
+            others = [o for o in players if o.id != player.id]
+            decisions = sum(getattr(o, f"decisions_{game}") for o in others)
+            if not decisions:
+                continue  # nobody else played: the estimate cannot be checked
+            rate = 100.0 * sum(getattr(o, f"cooperations_{game}") for o in others) / decisions
+            true_interval = protocol.norm_interval_index(rate)
+            is_correct = norm_estimate(player, game) == true_interval
+            setattr(player, f"norm_true_{game}", true_interval)
+            setattr(player, f"norm_correct_{game}", is_correct)
+            correct += is_correct
+        points = sum(getattr(player, f"points_{game}") for game in protocol.GAMES)
+        player.payout = protocol.payout(points, correct, show_up_fee=p.participation_fee,
+                                        currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus)
+        # oTree's payments page: fee + all payoffs x rate; the bonus enters as points.
+        player.payoff = cu(correct * p.norm_bonus / p.currency_per_point)
+
+
+# PAGES
+class AllFinished(WaitPage):
+    wait_for_all_groups = True
+    after_all_players_arrive = settle_payments
+
+    @property
+    def title_text(self):
+        return texts_for(self.player)["common_waiting_title"]
+
+    @property
+    def body_text(self):
+        return texts_for(self.player)["payment_waiting"]
+
+
+class Payment(TranslatedTimer, Page):
+    @staticmethod
+    def vars_for_template(player: Player):
+        p = params(player.session)
+        t = texts_for(player)
+        games = []
+        for game in protocol.GAME_ORDERS[p.game_order]:
+            true_interval = player.field_maybe_none(f"norm_true_{game}")
+            status = ("payment_norm_not_assessable" if true_interval is None
+                      else "payment_norm_correct" if player.field_maybe_none(f"norm_correct_{game}")
+                      else "payment_norm_incorrect")
+            games.append(dict(
+                points_label=t["payment_points_game"].format(game_index=p.game_index(game)),
+                points=getattr(player, f"points_{game}"),
+                estimate_label=t["payment_norm_estimate"].format(game_index=p.game_index(game)),
+                estimate_status=t[status],
+            ))
+        points_total = sum(g["points"] for g in games)
+        correct = sum(bool(player.field_maybe_none(f"norm_correct_{game}")) for game in protocol.GAMES)
+        return dict(
+            t=t,
+            games=games,
+            fee=f"{p.participation_fee:.2f}",
+            points_money=t["payment_points_money"].format(points=points_total, rate=f"{p.currency_per_point:g}"),
+            points_money_value=f"{points_total * p.currency_per_point:.2f}",
+            bonus_value=f"{correct * p.norm_bonus:.2f}",
+            payout=f"{player.payout:.2f}",
+            currency=protocol.CURRENCY_CODE,
+        )
+
+
+page_sequence = [AllFinished, Payment]
+
+
+custom_export = exports.participants_rows
+custom_export_decisions = exports.decisions_rows
+custom_export_messages = exports.messages_rows

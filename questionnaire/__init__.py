@@ -1,0 +1,196 @@
+"""Questionnaires 1-7 (PROTOCOL.md): norm estimates, perception of the associates, the 7C
+communication quality, "my associates were humans" (label-uninformed sessions only),
+familiarity with LLMs, the SVO slider measure (angle and category computed) and demographics.
+"""
+
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, models
+
+import protocol
+from lab.pages import TranslatedTimer, texts_for
+from lab.session_settings import params
+
+doc = __doc__
+
+
+class C(BaseConstants):
+    NAME_IN_URL = "questionnaire"
+    PLAYERS_PER_GROUP = None
+    NUM_ROUNDS = 1
+    GAMES = protocol.GAMES
+    LIKERT = list(range(protocol.LIKERT_MIN, protocol.LIKERT_MAX + 1))
+    SVO_ITEMS = len(protocol.SVO_ITEMS)
+
+
+class Subsession(BaseSubsession):
+    pass
+
+
+class Group(BaseGroup):
+    pass
+
+
+def _likert():
+    return models.IntegerField(min=protocol.LIKERT_MIN, max=protocol.LIKERT_MAX)
+
+
+class Player(BasePlayer):
+    # Fields named after protocol's item lists, so exports and analysis share one list.
+    for _game in protocol.GAMES:
+        locals()[f"norm_estimate_{_game}"] = models.IntegerField(min=0, max=len(protocol.NORM_INTERVALS) - 1)
+    for _item in protocol.PERCEPTION_ITEMS:
+        locals()[f"perception_{_item}"] = _likert()
+    for _item in protocol.SEVEN_C_ITEMS:
+        locals()[f"c7_{_item}"] = _likert()
+    for _number in range(1, len(protocol.SVO_ITEMS) + 1):
+        locals()[f"svo_item_{_number}"] = models.IntegerField(min=0, max=protocol.SVO_STEPS - 1)
+    del _game, _item, _number
+    believed_human = _likert()
+    llm_familiarity = models.IntegerField(choices=list(protocol.LLM_FAMILIARITY_LEVELS))
+    svo_angle = models.FloatField()
+    svo_category = models.StringField()
+    age = models.IntegerField(min=14, max=99)
+    gender = models.StringField(choices=["female", "male", "other"])
+    major = models.StringField(max_length=100)
+
+
+NORM_FIELDS = [f"norm_estimate_{game}" for game in protocol.GAMES]
+PERCEPTION_FIELDS = [f"perception_{item}" for item in protocol.PERCEPTION_ITEMS]
+SEVEN_C_FIELDS = [f"c7_{item}" for item in protocol.SEVEN_C_ITEMS]
+SVO_FIELDS = [f"svo_item_{number}" for number in range(1, len(protocol.SVO_ITEMS) + 1)]
+
+
+# FUNCTIONS
+def score_svo(player: Player):
+    allocations = [protocol.svo_allocation(i, getattr(player, field)) for i, field in enumerate(SVO_FIELDS)]
+    player.svo_angle = round(protocol.svo_angle([a[0] for a in allocations], [a[1] for a in allocations]), 2)
+    player.svo_category = protocol.svo_category(player.svo_angle)
+
+
+def questionnaire_number(player: Player, page_class) -> int:
+    """Questionnaires are numbered as shown: Q4 exists only in label-uninformed sessions."""
+    shown = [page for page in page_sequence if page.is_displayed(player)]
+    return shown.index(page_class) + 1
+
+
+def likert_questions(t: dict, fields: list) -> list:
+    return [dict(name=field, text=t[f"questionnaire_{field}"]) for field in fields]
+
+
+def base_vars(player: Player, page_class) -> dict:
+    t = texts_for(player)
+    return dict(t=t, title=t["questionnaire_title"].format(number=questionnaire_number(player, page_class)),
+                likert=C.LIKERT)
+
+
+# PAGES
+class QuestionnairePage(TranslatedTimer, Page):
+    form_model = "player"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return True
+
+
+class NormEstimates(QuestionnairePage):
+    form_fields = NORM_FIELDS
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = base_vars(player, NormEstimates)
+        t = variables["t"]
+        variables["questions"] = [
+            dict(name=f"norm_estimate_{game}", text=t[f"questionnaire_norm_game_{game}"],
+                 options=[(i, t["questionnaire_interval"].format(lo=lo, hi=hi))
+                          for i, (lo, hi) in enumerate(protocol.NORM_INTERVALS)])
+            for game in protocol.GAMES
+        ]
+        return variables
+
+
+class Perception(QuestionnairePage):
+    form_fields = PERCEPTION_FIELDS
+    template_name = "questionnaire/Likert.html"
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = base_vars(player, Perception)
+        variables["intro"] = variables["t"]["questionnaire_perception_intro"]
+        variables["questions"] = likert_questions(variables["t"], PERCEPTION_FIELDS)
+        return variables
+
+
+class CommunicationQuality(QuestionnairePage):
+    form_fields = SEVEN_C_FIELDS
+    template_name = "questionnaire/Likert.html"
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = base_vars(player, CommunicationQuality)
+        variables["intro"] = variables["t"]["questionnaire_c7_intro"]
+        variables["questions"] = likert_questions(variables["t"], SEVEN_C_FIELDS)
+        return variables
+
+
+class BelievedHuman(QuestionnairePage):
+    form_fields = ["believed_human"]
+    template_name = "questionnaire/Likert.html"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return not params(player.session).informed
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = base_vars(player, BelievedHuman)
+        variables["intro"] = ""
+        variables["questions"] = [dict(name="believed_human", text=variables["t"]["questionnaire_believed_human"])]
+        return variables
+
+
+class Familiarity(QuestionnairePage):
+    form_fields = ["llm_familiarity"]
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = base_vars(player, Familiarity)
+        t = variables["t"]
+        variables["options"] = [(level, t[f"questionnaire_familiarity_{level}"])
+                                for level in protocol.LLM_FAMILIARITY_LEVELS]
+        return variables
+
+
+class SocialValueOrientation(QuestionnairePage):
+    form_fields = SVO_FIELDS
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = base_vars(player, SocialValueOrientation)
+        t = variables["t"]
+        variables["items"] = [dict(name=field, label=t["questionnaire_svo_item"].format(number=i + 1),
+                                   start=(protocol.SVO_STEPS - 1) // 2)
+                              for i, field in enumerate(SVO_FIELDS)]
+        return variables
+
+    @staticmethod
+    def js_vars(player: Player):
+        return dict(allocations=[[protocol.svo_allocation(i, step) for step in range(protocol.SVO_STEPS)]
+                                 for i in range(len(protocol.SVO_ITEMS))])
+
+    @staticmethod
+    def before_next_page(player: Player, timeout_happened):
+        score_svo(player)
+
+
+class Demographics(QuestionnairePage):
+    form_fields = ["age", "gender", "major"]
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        variables = base_vars(player, Demographics)
+        t = variables["t"]
+        variables["genders"] = [(g, t[f"questionnaire_gender_{g}"]) for g in ("female", "male", "other")]
+        return variables
+
+
+page_sequence = [NormEstimates, Perception, CommunicationQuality, BelievedHuman, Familiarity,
+                 SocialValueOrientation, Demographics]
