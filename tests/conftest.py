@@ -125,3 +125,92 @@ def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60) -> 
         except OSError:
             time.sleep(0.2)
     raise AssertionError(f"server did not listen on port {port} within {timeout} s")
+
+
+class LabServer:
+    """An `otree prodserver` in its own folder: as a lab runs it (database on disk, timeouts
+    enforced server-side), on a free port. ``restart(kill=True)`` is a kill -9 and a new start."""
+
+    def __init__(self, workdir: Path, database_url: str = "", **env):
+        self.workdir = workdir
+        self.database_url = database_url
+        self.env = lab_env(database_url, **env)
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+        self.log_path = workdir / f"server-{self.port}.log"
+
+    def start(self) -> "LabServer":
+        log = self.log_path.open("a")
+        self.process = subprocess.Popen(
+            ["otree", "prodserver", f"127.0.0.1:{self.port}"], cwd=self.workdir, env=self.env,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        wait_for_port(self.port, self.process)
+        return self
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process and self.process.poll() is None:
+            import signal
+
+            # the timeout worker is a child process: signal the whole group
+            os.killpg(self.process.pid, signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def restart(self, kill: bool = True) -> None:
+        self.stop(kill=kill)
+        self.start()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    # --- oTree's REST API -----------------------------------------------------------
+    def create_session(self, config: str, participants: int, **config_fields) -> dict:
+        import requests
+
+        response = requests.post(f"{self.base_url}/api/sessions", json=dict(
+            session_config_name=config, num_participants=participants,
+            modified_session_config_fields=config_fields,
+        ), timeout=60)
+        assert response.ok, f"{response.status_code}: {response.text[:500]}"
+        code = response.json()["code"]
+        return self.get_session(code)
+
+    def get_session(self, code: str) -> dict:
+        import requests
+
+        response = requests.post(f"{self.base_url}/api/get_session/{code}", json={}, timeout=30)
+        assert response.ok, f"{response.status_code}: {response.text[:500]}"
+        return response.json()
+
+    def start_url(self, participant_code: str) -> str:
+        return f"{self.base_url}/InitializeParticipant/{participant_code}"
+
+    def export(self, app: str, function_name: str, session_code: str) -> list[dict]:
+        import csv
+        import io
+
+        import requests
+
+        response = requests.get(f"{self.base_url}/api/export_app_custom", params=dict(
+            app=app, function_name=function_name, session_code=session_code), timeout=60)
+        assert response.ok, f"{response.status_code}: {response.text[:500]}"
+        return list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+
+
+@pytest.fixture
+def lab_server(project_copy):
+    servers = []
+
+    def start(database_url: str = "", **env) -> LabServer:
+        server = LabServer(project_copy, database_url, **env).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop(kill=True)

@@ -1,0 +1,61 @@
+"""Start the lab server as a lab runs it: oTree's prodserver (database on disk, page timeouts
+enforced by its timeout worker even for closed tabs), then print where to open it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _lan_address() -> str | None:
+    """The address cubicle PCs use to reach this machine (no packet is sent)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: only selects the outgoing interface
+            return s.getsockname()[0]
+    except OSError:
+        return None
+
+
+def _wait_until_listening(port: int, process: subprocess.Popen, timeout: float = 120) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.3)
+    return False
+
+
+def serve(port: int) -> int:
+    env = dict(os.environ)
+    # prodserver starts `otree` by name for its timeout worker: the venv's bin must be on PATH.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    database = env.get("DATABASE_URL") or "SQLite (./db.sqlite3)"
+    process = subprocess.Popen(["otree", "prodserver", f"0.0.0.0:{port}"], env=env)
+    try:
+        if _wait_until_listening(port, process):
+            lan = _lan_address()
+            print("\n" + "=" * 64)
+            print(f"  Lab server running (oTree prodserver, database: {database})")
+            print(f"  Open:            http://localhost:{port}/")
+            if lan:
+                print(f"  Cubicle PCs:     http://{lan}:{port}/room/lab")
+            auth = env.get("OTREE_AUTH_LEVEL") or "none (admin open: set OTREE_AUTH_LEVEL=STUDY for a real session)"
+            print(f"  Admin auth:      {auth}")
+            print("  Stop with Ctrl-C")
+            print("=" * 64 + "\n", flush=True)
+        return process.wait()
+    except KeyboardInterrupt:
+        process.send_signal(signal.SIGINT)
+        try:
+            return process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return 1

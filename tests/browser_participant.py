@@ -1,0 +1,98 @@
+"""A participant in headless Chromium: reads the page it is on and answers it like a person.
+
+Pages are recognised by oTree's URL (/p/{code}/{app}/{Page}/{index}); wait pages are left
+to advance by themselves. Uses Debian's chromium through Playwright (it cannot download its
+own browser here).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/\d+")
+WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished"}
+QUIZ_ANSWERS = {"quiz_AA": "70", "quiz_AB": "10", "quiz_BA": "80", "quiz_BB": "40", "quiz_same_associate": "False"}
+
+
+@dataclass
+class Script:
+    messages: dict = field(default_factory=lambda: {1: "Let's both choose A", 2: "Deal: A"})
+    choice: str = "A"
+    # What the participant saw, for the test's assertions.
+    seen_associate_messages: list = field(default_factory=list)
+    seen_results: list = field(default_factory=list)
+    dialogs: list = field(default_factory=list)
+    pages: list = field(default_factory=list)
+    payout_text: str = ""
+    waited_seconds: dict = field(default_factory=dict)
+
+
+async def launch_browser(playwright):
+    return await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
+async def play(page, start_url: str, script: Script, *, timeout: float = 180) -> Script:
+    page.on("dialog", lambda dialog: (script.dialogs.append(dialog.message), dialog.dismiss()))
+    await page.goto(start_url)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        match = PAGE_RE.search(page.url)
+        if not match:
+            await page.wait_for_timeout(200)
+            continue
+        name = match["page"]
+        script.pages.append(name)
+        if name == "Payment":
+            script.payout_text = (await page.locator("#payout").inner_text()).strip()
+            return script
+        url_before = page.url
+        if name in WAIT_PAGES or name.startswith("AgentWait"):
+            started = time.monotonic()
+            await page.wait_for_url(lambda url: url != url_before, timeout=timeout * 1000)
+            script.waited_seconds.setdefault(name, []).append(time.monotonic() - started)
+            continue
+        await answer(page, name, script)
+        await page.wait_for_url(lambda url: url != url_before, timeout=timeout * 1000)
+    raise AssertionError(f"participant did not reach the payment page; pages seen: {script.pages[-10:]}")
+
+
+async def answer(page, name: str, script: Script) -> None:
+    if name in ("Message1", "Message2"):
+        await page.fill("textarea[name^=message_]", script.messages[int(name[-1])])
+        await page.click(".otree-btn-next")
+    elif name in ("Read1", "Read2"):
+        script.seen_associate_messages.append(await page.locator("#associate-message").inner_text())
+        await page.click(".otree-btn-next")
+    elif name == "Decision":
+        await page.click(f"#choice-{script.choice}")
+    elif name == "Result":
+        script.seen_results.append({key: await page.locator(f"#{key}").inner_text()
+                                    for key in ("own-choice", "associate-choice", "own-points")})
+        await page.click(".otree-btn-next")
+    elif name == "Quiz":
+        for field_name, value in QUIZ_ANSWERS.items():
+            await page.check(f"input[name={field_name}][value='{value}']")
+        await page.click(".otree-btn-next")
+    elif name == "NormEstimates":
+        await page.check("input[name=norm_estimate_WC][value='3']")
+        await page.check("input[name=norm_estimate_WoC][value='2']")
+        await page.click(".otree-btn-next")
+    elif name in ("Perception", "CommunicationQuality", "BelievedHuman"):
+        for radio_group in await page.locator("fieldset").all():
+            await radio_group.locator("input[value='1']").check()
+        await page.click(".otree-btn-next")
+    elif name == "Familiarity":
+        await page.check("input[name=llm_familiarity][value='3']")
+        await page.click(".otree-btn-next")
+    elif name == "Demographics":
+        await page.fill("input[name=age]", "21")
+        await page.check("input[name=gender][value=female]")
+        await page.fill("input[name=major]", "Economics")
+        await page.click(".otree-btn-next")
+    else:  # Welcome, Rules, GameIntro, SocialValueOrientation (sliders keep their start)
+        await page.click(".otree-btn-next")
