@@ -10,6 +10,8 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, WaitPage, models
 
 import protocol
+from lab import agent_models, agent_pages
+from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.game import TranslatedWait, is_played, stage_timeout
 from lab.pages import TranslatedTimer
@@ -67,9 +69,20 @@ class Message(ExtraModel):
     unsent_draft = models.LongStringField()
 
 
+AgentSeat, AgentTurn, LlmCall = agent_models.define(__name__, Subsession, Player)
+TABLES = agents.GameTables(GAME, Message, AgentSeat, AgentTurn, LlmCall)
+
+
 # FUNCTIONS
 def creating_session(subsession: Subsession):
     lab_game.set_round_matching(subsession, GAME)
+    if subsession.round_number == 1 and params(subsession.session).with_agents:
+        agents.create_seats(subsession, TABLES)
+
+
+def start_agent_turns(subsession: Subsession):
+    if params(subsession.session).with_agents:
+        agents.start_round(subsession, TABLES)
 
 
 def message_error(player: Player, text: str):
@@ -144,6 +157,7 @@ class RoundStart(TranslatedWait, WaitPage):
 
     wait_for_all_groups = True
     body_key = "common_waiting_all"
+    after_all_players_arrive = start_agent_turns
 
     @staticmethod
     def is_displayed(player: Player):
@@ -194,6 +208,10 @@ def _message_page(stage: int):
         @staticmethod
         def before_next_page(player: Player, timeout_happened):
             store_message(player, stage, timeout_happened)
+            if player.associate_kind == "agent":
+                # The agent's next turn starts as soon as this message is in.
+                agents.ensure_turn(player, TABLES, f"message_{stage}")
+                agents.ensure_turn(player, TABLES, "message_2" if stage == 1 else "decision")
 
     MessagePage.__name__ = f"Message{stage}"
     MessagePage.__qualname__ = MessagePage.__name__
@@ -286,6 +304,10 @@ class Result(TranslatedTimer, Page):
         return lab_game.result_vars(player, GAME)
 
 
+def finish_agent_round(player: Player):
+    agents.finish_round(player, TABLES)
+
+
 Message1 = _message_page(1)
 Message2 = _message_page(2)
 Read1 = _read_page(1)
@@ -293,18 +315,24 @@ Read2 = _read_page(2)
 WaitMessage1 = _wait_for_associate("Message1")
 WaitMessage2 = _wait_for_associate("Message2")
 WaitDecision = _wait_for_associate("Decision", after=set_pair_payoffs)
+AgentWaitMessage1 = agent_pages.wait_page(TABLES, "message_1", then="message_2", name="AgentWaitMessage1")
+AgentWaitMessage2 = agent_pages.wait_page(TABLES, "message_2", then="decision", name="AgentWaitMessage2")
+AgentWaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="AgentWaitDecision")
 
 page_sequence = [
     GameIntro, RoundStart,
-    Message1, WaitMessage1, Read1,
-    Message2, WaitMessage2, Read2,
-    Decision, WaitDecision, Result,
+    Message1, WaitMessage1, AgentWaitMessage1, Read1,
+    Message2, WaitMessage2, AgentWaitMessage2, Read2,
+    Decision, WaitDecision, AgentWaitDecision, Result,
 ]
 
 
 def custom_export(players):
-    """Decisions of this game, one row per human decision (docs/DATA.md)."""
+    """Decisions of this game, one row per human and per agent decision (docs/DATA.md)."""
     yield lab_game.DECISION_COLUMNS
     for player in players:
-        if player.field_maybe_none("choice"):
-            yield lab_game.decision_row(player, GAME)
+        yield from agent_pages.decision_rows(player, TABLES)
+
+
+def vars_for_admin_report(subsession: Subsession):
+    return agent_pages.admin_report(subsession, TABLES)

@@ -3,8 +3,12 @@ import html
 from otree.api import Bot, Submission, expect
 
 from lab import bots
+from lab.bots import call_live_method  # noqa: F401  (oTree's bots call it on live pages)
 from lab.game import game_total
-from . import Decision, GameIntro, Message, Message1, Message2, Read1, Read2, Result, received_message
+from . import (AgentWaitDecision, AgentWaitMessage1, AgentWaitMessage2, Decision, GameIntro, Message, Message1,
+               Message2, Read1, Read2, Result, received_message)
+
+AGENT_WAITS = {1: AgentWaitMessage1, 2: AgentWaitMessage2}
 
 
 class PlayerBot(Bot):
@@ -17,12 +21,15 @@ class PlayerBot(Bot):
             text = bots.scripted_message(self.player, stage)
             if bots.times_out_message(self.player, stage):
                 yield Submission(page, {f"message_{stage}": "half-typed"}, timeout_happened=True)
-                [row] = Message.filter(player=self.player, stage=stage)
+                [row] = Message.filter(player=self.player, stage=stage, sender_kind="human")
                 expect(row.sent_in_time, False)
                 expect(row.unsent_draft, "half-typed")
                 expect(row.text, "")
             else:
                 yield page, {f"message_{stage}": text}
+            if self.player.associate_kind == "agent":
+                yield AGENT_WAITS[stage]
+                bots.check_agent_turn(self.player, f"message_{stage}")
             received = received_message(self.player, stage)
             if received and received.sent_in_time:
                 # Whatever the associate typed is shown as text, never as markup.
@@ -36,6 +43,9 @@ class PlayerBot(Bot):
         else:
             yield Decision, {"choice": bots.scripted_choice(self.player)}
             expect(self.player.choice_timed_out, False)
+        if self.player.associate_kind == "agent":
+            yield AgentWaitDecision
+            bots.check_agent_turn(self.player, "decision")
         yield Result
         expect(self.player.associate_choice, "in", ["A", "B"])
         expect(self.player.payoff, "in", [10, 40, 70, 80])

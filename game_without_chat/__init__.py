@@ -4,9 +4,12 @@ associate every round, the same limits and payoffs as the game with chat."""
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, WaitPage, models
 
 import protocol
+from lab import agent_models, agent_pages
+from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.game import TranslatedWait, is_played, stage_timeout
 from lab.pages import TranslatedTimer
+from lab.session_settings import params
 
 doc = __doc__
 GAME = "WoC"
@@ -39,9 +42,24 @@ class Player(BasePlayer):
     associate_payoff = models.IntegerField()
 
 
+AgentSeat, AgentTurn, LlmCall = agent_models.define(__name__, Subsession, Player)
+TABLES = agents.GameTables(GAME, None, AgentSeat, AgentTurn, LlmCall)
+
+
 # FUNCTIONS
 def creating_session(subsession: Subsession):
     lab_game.set_round_matching(subsession, GAME)
+    if subsession.round_number == 1 and params(subsession.session).with_agents:
+        agents.create_seats(subsession, TABLES)
+
+
+def start_agent_turns(subsession: Subsession):
+    if params(subsession.session).with_agents:
+        agents.start_round(subsession, TABLES)
+
+
+def finish_agent_round(player: Player):
+    agents.finish_round(player, TABLES)
 
 
 def set_pair_payoffs(group: Group):
@@ -68,6 +86,7 @@ class RoundStart(TranslatedWait, WaitPage):
 
     wait_for_all_groups = True
     body_key = "common_waiting_all"
+    after_all_players_arrive = start_agent_turns
 
     @staticmethod
     def is_displayed(player: Player):
@@ -123,12 +142,17 @@ class Result(TranslatedTimer, Page):
         return lab_game.result_vars(player, GAME)
 
 
-page_sequence = [GameIntro, RoundStart, Decision, WaitDecision, Result]
+AgentWaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="AgentWaitDecision")
+
+page_sequence = [GameIntro, RoundStart, Decision, WaitDecision, AgentWaitDecision, Result]
 
 
 def custom_export(players):
-    """Decisions of this game, one row per human decision (docs/DATA.md)."""
+    """Decisions of this game, one row per human and per agent decision (docs/DATA.md)."""
     yield lab_game.DECISION_COLUMNS
     for player in players:
-        if player.field_maybe_none("choice"):
-            yield lab_game.decision_row(player, GAME)
+        yield from agent_pages.decision_rows(player, TABLES)
+
+
+def vars_for_admin_report(subsession: Subsession):
+    return agent_pages.admin_report(subsession, TABLES)

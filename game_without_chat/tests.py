@@ -1,7 +1,8 @@
 from otree.api import Bot, Submission, expect
 
 from lab import bots
-from . import Decision, GameIntro, Result
+from lab.bots import call_live_method  # noqa: F401  (oTree's bots call it on live pages)
+from . import AgentWaitDecision, Decision, GameIntro, Result
 
 
 class PlayerBot(Bot):
@@ -15,5 +16,8 @@ class PlayerBot(Bot):
             expect(self.player.choice_timed_out, True)
         else:
             yield Decision, {"choice": bots.scripted_choice(self.player)}
+        if self.player.associate_kind == "agent":
+            yield AgentWaitDecision
+            bots.check_agent_turn(self.player, "decision")
         yield Result
         expect(self.player.associate_choice, "in", ["A", "B"])

@@ -7,6 +7,10 @@ decision not made in time (the random choice, flagged).
 
 from __future__ import annotations
 
+import asyncio
+
+from otree.api import expect
+
 import protocol
 from lab.session_settings import params
 
@@ -40,3 +44,27 @@ def scripted_choice(player) -> str:
 
 def plays_round(player) -> bool:
     return player.round_number <= params(player.session).rounds_per_game
+
+
+def call_live_method(method, **kwargs):
+    """oTree's bots run a live page's method through this: here, the AgentWait pages' wait for
+    the agent (an async generator that must be drained)."""
+
+    async def drain():
+        async for _ in method(1, {}):
+            pass
+
+    asyncio.run(drain())
+
+
+def check_agent_turn(player, kind: str) -> None:
+    """After an AgentWait page: the agent's turn is settled and on the record."""
+    from otree.common import get_models_module
+
+    from lab.agent_runtime import FINAL_STATUSES, find_turn
+
+    tables = get_models_module(type(player).__module__.split(".")[0]).TABLES
+    turn = find_turn(player, tables, kind)
+    expect(turn is not None and turn.status in FINAL_STATUSES, True)
+    if kind == "decision":
+        expect(turn.choice, "in", protocol.CHOICES)

@@ -57,13 +57,17 @@ def participants_rows(players):
 
 
 def decisions_rows(players):
-    """One row per decision, both games (docs/DATA.md 'decisions')."""
+    """One row per decision of a human or an agent, both games (docs/DATA.md 'decisions')."""
+    from otree.common import get_models_module
+
+    from lab.agent_pages import decision_rows
+
     yield lab_game.DECISION_COLUMNS
     for player in players:
-        for game, app in GAME_APPS.items():
+        for app in GAME_APPS.values():
+            tables = get_models_module(app).TABLES
             for game_player in lab_game.players_of(player.participant, app):
-                if game_player.field_maybe_none("choice"):
-                    yield lab_game.decision_row(game_player, game)
+                yield from decision_rows(game_player, tables)
 
 
 def messages_rows(players):

@@ -32,6 +32,12 @@ def config_defaults() -> dict:
         "norm_bonus": protocol.NORM_BONUS,
     }
     defaults.update({key: protocol.STAGE_LIMITS[stage] for stage, key in STAGE_CONFIG_KEYS.items()})
+    # Agents (H-C, H-F, H-S): the model as flat llm_* keys ("" = default: the offline
+    # simulated model unless an API key is in the environment) and a money budget in USD.
+    from agents.config import session_config_defaults
+
+    defaults.update(session_config_defaults())
+    defaults["session_budget"] = 20.0
     return defaults
 
 
@@ -117,4 +123,14 @@ def validate(config: dict, num_participants: int) -> SessionParams:
         from lab.matching import check_perfect_stranger_possible
 
         check_perfect_stranger_possible(num_participants, p.rounds_per_game)
+    else:
+        from agents.config import ConfigError, ModelConfig
+        from agents.models import build_model
+
+        try:
+            build_model(ModelConfig.from_session_config(merged))  # a missing API key fails here, not mid-session
+        except ConfigError as exc:
+            raise SessionConfigError(f"Agent model config: {exc}") from None
+        if float(merged.get("session_budget") or 0) < 0:
+            raise SessionConfigError("Session config 'session_budget' must be 0 (no limit) or positive.")
     return p

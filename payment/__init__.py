@@ -12,7 +12,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 
 import protocol
 from lab import game as lab_game
-from lab import exports
+from lab import agent_pages, exports
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
 
@@ -137,3 +137,4 @@ page_sequence = [AllFinished, Payment]
 custom_export = exports.participants_rows
 custom_export_decisions = exports.decisions_rows
 custom_export_messages = exports.messages_rows
+custom_export_llm_calls = agent_pages.llm_call_rows

@@ -95,12 +95,14 @@ def lab_env(database_url: str = "", **extra) -> dict:
 
 
 def run_bots(workdir: Path, config: str, participants: int, overrides: dict, database_url: str = "",
-             export_dir: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+             export_dir: Path | None = None, timeout: float = 600, extra_env: dict | None = None
+             ) -> subprocess.CompletedProcess:
     args = [PYTHON, "-m", "labserver", "bots", config, str(participants)]
     args += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     if export_dir:
         args += ["--export", str(export_dir)]
-    result = subprocess.run(args, cwd=workdir, env=lab_env(database_url), capture_output=True, text=True,
+    result = subprocess.run(args, cwd=workdir, env=lab_env(database_url, **(extra_env or {})),
+                            capture_output=True, text=True,
                             timeout=timeout)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])

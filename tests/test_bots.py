@@ -13,6 +13,7 @@ import settings
 from tests.conftest import run_bots
 
 HUMAN_CONFIGS = [c["name"] for c in settings.SESSION_CONFIGS if c["associate_type"] == "human"]
+AGENT_CONFIGS = [c["name"] for c in settings.SESSION_CONFIGS if c["associate_type"] != "human"]
 SHORT = {"rounds_per_game": 3}
 
 
@@ -20,6 +21,50 @@ SHORT = {"rounds_per_game": 3}
 @pytest.mark.parametrize("config", HUMAN_CONFIGS)
 def test_human_configs_play_through(config, database_url, project_copy):
     run_bots(project_copy, config, 4, SHORT, database_url)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("config", AGENT_CONFIGS)
+def test_agent_configs_play_through_with_the_simulated_model(config, database_url, project_copy, tmp_path):
+    export = tmp_path / "export"
+    run_bots(project_copy, config, 3, {**SHORT, "llm_provider": "simulated"}, database_url, export_dir=export)
+    decisions = _table(export, "decisions")
+    agent_rows = [r for r in decisions if r["player_kind"] == "agent"]
+    assert len(agent_rows) == 3 * 3 * 2, "one agent decision per human decision"
+    persona = settings.SESSION_CONFIGS[[c["name"] for c in settings.SESSION_CONFIGS].index(config)]["associate_type"]
+    assert {r["persona"] for r in agent_rows} == {persona}
+    calls = _table(export, "llm_calls")
+    assert len(calls) >= 3 * 3 * 4 and all(c["simulated"] == "True" for c in calls)
+    for participant in {r["player_code"] for r in decisions if r["player_kind"] == "human"}:
+        for game in ("WC", "WoC"):
+            agents_met = [r["associate_code"] for r in decisions if r["player_code"] == participant and r["game"] == game]
+            assert len(set(agents_met)) == len(agents_met) == 3, "never the same agent twice in a game"
+
+
+@pytest.mark.server
+def test_agent_session_through_the_real_sdk_against_the_fake_server(project_copy, tmp_path):
+    """The real OpenAI SDK, the local fake server, every second call failing: all rounds complete,
+    the failures are re-tried or fall back, flagged."""
+    from tests.fake_llm_server import FakeLLMServer
+
+    export = tmp_path / "export"
+    with FakeLLMServer() as fake:
+        fake.set(mode="500", fail_every_nth=2)
+        run_bots(project_copy, "hs_uninformed_woc_first", 2, {
+            **SHORT, "llm_provider": "openai_compatible", "llm_model": "fake-model",
+            "llm_base_url": fake.base_url_openai, "llm_api_key_env": "FAKE_LLM_KEY", "llm_max_retries": 0,
+        }, extra_env={"FAKE_LLM_KEY": "dummy-key"}, export_dir=export)
+    decisions = _table(export, "decisions")
+    assert len([r for r in decisions if r["player_kind"] == "agent"]) == 2 * 3 * 2
+    calls = _table(export, "llm_calls")
+    assert {c["provider"] for c in calls} == {"openai_compatible"}
+    assert {"ok", "provider_error"} <= {c["status"] for c in calls}
+    assert all("dummy-key" not in str(c) for c in calls), "the key never reaches the record"
+
+
+def _table(export, name):
+    [path] = export.glob(f"payment_custom_export_{name}_*.csv")
+    return list(csv.DictReader(path.open(encoding="utf8")))
 
 
 @pytest.mark.server

@@ -1,0 +1,367 @@
+"""Agents in the lab: their turns run beside the humans' pages and never block the server.
+
+Design (README, "Agents in the lab"):
+- Turns run on a dedicated thread with its own asyncio loop (``AgentEngine``). oTree's event
+  loop and its global lock never wait for a model; page hooks only *start* a turn (a
+  thread-safe submit) and *settle* a finished one (a dictionary lookup and a few rows).
+- The database is the source of truth. An ``AgentTurn`` row is written (status ``running``,
+  its deadline) in the same transaction as the page submission that makes its inputs exist;
+  the agent's memory (``AgentSeat.state``) changes only when a turn is settled. So a reload
+  finds the running turn instead of starting another, and after a server restart (kill -9)
+  a turn whose result was lost is redone from the last settled memory if time remains, or
+  resolved by the fallback (no message / random choice, flagged) if not.
+- A turn starts as soon as its inputs exist: message 1 at the round's start, message 2 once
+  the human's message 1 is in (or timed out), the decision once both second messages are in.
+  The agent has the human's stage limits; the human waits on ``AgentWait`` pages only while a
+  turn is running and never past its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from agents.agent import PersonaAgent
+from agents.config import ModelConfig
+from agents.models import Budget, build_model
+from agents.types import CallStatus, ModelReply, TurnKind, TurnResult, TurnStatus
+from lab import game as lab_game
+from lab.session_settings import GAME_APPS, params
+
+FINAL_STATUSES = {TurnStatus.OK.value, TurnStatus.REASKED.value, TurnStatus.FALLBACK.value}
+RUNNING = "running"
+# How long an AgentWait page lets the agent run past its deadline before settling anyway:
+# the agent returns by its deadline; this covers the hop back to the page.
+SETTLE_GRACE_SECONDS = 2.0
+TURN_STAGE = {TurnKind.MESSAGE_1.value: "message_1", TurnKind.MESSAGE_2.value: "message_2",
+              TurnKind.DECISION.value: "decision"}
+AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
+
+
+# --- The engine: a thread with its own event loop ----------------------------------------------
+class AgentEngine:
+    """Runs agent turns off oTree's loop. Futures are keyed so that a turn is never started twice."""
+
+    def __init__(self) -> None:
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._lock = threading.Lock()
+        self._futures: dict[str, concurrent.futures.Future] = {}
+        self._models: dict[str, Any] = {}
+        self._budgets: dict[str, Budget] = {}
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="agent-engine", daemon=True).start()
+                self._loop = loop
+            return self._loop
+
+    def submit(self, key: str, make_coroutine: Callable[[], Any]) -> concurrent.futures.Future:
+        loop = self._ensure_loop()
+        with self._lock:
+            future = self._futures.get(key)
+            if future is None:
+                future = asyncio.run_coroutine_threadsafe(make_coroutine(), loop)
+                self._futures[key] = future
+            return future
+
+    def future(self, key: str) -> Optional[concurrent.futures.Future]:
+        with self._lock:
+            return self._futures.get(key)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._futures.pop(key, None)
+
+    def model(self, session_code: str, config: ModelConfig, budget_limit: Optional[float],
+              spent_so_far: Callable[[], float]):
+        """One model (client, limits) and one budget per session, shared by all its agents."""
+        with self._lock:
+            if session_code not in self._models:
+                budget = Budget(budget_limit)
+                budget.charge(spent_so_far())  # after a restart: what the session already spent
+                self._budgets[session_code] = budget
+                self._models[session_code] = build_model(config, budget=budget)
+            return self._models[session_code]
+
+    def budget(self, session_code: str) -> Optional[Budget]:
+        with self._lock:
+            return self._budgets.get(session_code)
+
+
+ENGINE = AgentEngine()
+
+
+# --- What an app hands in ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GameTables:
+    """A game app's name and its agent-related models."""
+
+    game: str
+    Message: Any  # None in the game without chat
+    AgentSeat: Any
+    AgentTurn: Any
+    LlmCall: Any
+
+    @property
+    def with_chat(self) -> bool:
+        return self.Message is not None
+
+
+# --- Session set-up --------------------------------------------------------------------------------
+def model_config(session) -> ModelConfig:
+    return ModelConfig.from_session_config(session.config)
+
+
+def budget_limit(session) -> Optional[float]:
+    value = session.config.get("session_budget")
+    return float(value) if value not in (None, "", 0) else None
+
+
+def create_seats(subsession, tables: GameTables) -> None:
+    """creating_session, round 1: one agent per seat, fresh memory for this game."""
+    p = params(subsession.session)
+    from lab.matching import agent_count
+
+    language = AGENT_LANGUAGE[p.language]
+    for seat in range(agent_count(len(subsession.get_players()), p.rounds_per_game)):
+        agent_id = lab_game.agent_id(seat)
+        agent = PersonaAgent(agent_id, p.associate_type, model=None, language=language,
+                             with_communication=tables.with_chat, seed=_agent_seed(subsession.session.code, tables.game, seat))
+        tables.AgentSeat.create(subsession=subsession, seat=seat, agent_id=agent_id, persona=p.associate_type,
+                                state=json.dumps(agent.to_state()), updated_at=time.time())
+
+
+def _agent_seed(session_code: str, game: str, seat: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{session_code}|{game}|{seat}".encode()).digest()[:4], "big")
+
+
+def _seat(player, tables: GameTables):
+    first_round = player.subsession.in_round(1)
+    [seat] = tables.AgentSeat.filter(subsession=first_round, seat=player.agent_seat)
+    return seat
+
+
+def _session_model(session):
+    return ENGINE.model(session.code, model_config(session), budget_limit(session), lambda: session_spent(session))
+
+
+def session_spent(session) -> float:
+    """Money spent on model calls by this session, from the call records (both games)."""
+    from otree.common import get_models_module
+
+    total = 0.0
+    for app in GAME_APPS.values():
+        LlmCall = get_models_module(app).LlmCall
+        total += sum(call.cost or 0.0 for call in LlmCall.objects_filter(session_code=session.code))
+    return total
+
+
+# --- Turns -----------------------------------------------------------------------------------------
+def turn_key(player, tables: GameTables, kind: str) -> str:
+    return f"{player.session.code}|{tables.game}|{player.agent_seat}|r{player.round_number}|{kind}"
+
+
+def find_turn(player, tables: GameTables, kind: str):
+    rows = tables.AgentTurn.filter(player=player, kind=kind)
+    return rows[0] if rows else None
+
+
+def human_message(player, tables: GameTables, stage: int):
+    """The human's Message row of ``stage`` (sent or not), or None while not submitted."""
+    rows = tables.Message.filter(player=player, stage=stage, sender_kind="human")
+    return rows[0] if rows else None
+
+
+def inputs(player, tables: GameTables, kind: str) -> Optional[dict]:
+    """The turn's inputs if they all exist yet, else None."""
+    if kind == TurnKind.MESSAGE_1.value or not tables.with_chat:
+        return {}
+    previous = TurnKind.MESSAGE_1.value if kind == TurnKind.MESSAGE_2.value else TurnKind.MESSAGE_2.value
+    stage = 1 if kind == TurnKind.MESSAGE_2.value else 2
+    earlier_turn = find_turn(player, tables, previous)
+    message = human_message(player, tables, stage)
+    if earlier_turn is None or earlier_turn.status not in FINAL_STATUSES or message is None:
+        return None
+    text = message.text if message.sent_in_time else None
+    return {"associate_message_1": text} if stage == 1 else {"associate_message_2": text}
+
+
+def ensure_turn(player, tables: GameTables, kind: str):
+    """Start, resume, redo or settle the agent's ``kind`` turn against ``player``; idempotent.
+
+    Returns the AgentTurn row (None while the turn's inputs don't exist yet).
+    """
+    row = find_turn(player, tables, kind)
+    if row is not None and row.status in FINAL_STATUSES:
+        return row
+    if row is None:
+        turn_inputs = inputs(player, tables, kind)
+        if turn_inputs is None:
+            return None
+        now = time.time()
+        limit = params(player.session).stage_limits[TURN_STAGE[kind]]
+        row = tables.AgentTurn.create(player=player, agent_id=player.associate_code, kind=kind, status=RUNNING,
+                                      started_at=now, deadline_at=now + limit, attempts=1)
+        _submit(player, tables, row, turn_inputs)
+        return row
+    future = ENGINE.future(turn_key(player, tables, kind))
+    if future is None:
+        # The server restarted while the turn ran: redo it from the settled memory if time
+        # remains, else resolve it now by the fallback.
+        row.attempts = (row.attempts or 1) + 1
+        if row.deadline_at > time.time():
+            _submit(player, tables, row, inputs(player, tables, kind) or {})
+        else:
+            _settle_by_fallback(player, tables, row)
+    elif future.done():
+        settle(player, tables, row, future.result())
+    return row
+
+
+def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, deadline: float):
+    """The turn as a coroutine on a copy of the settled memory: (TurnResult, new memory)."""
+    seat_state = json.loads(_seat(player, tables).state)
+    kind, round_number = row.kind, player.round_number
+
+    async def run_turn():
+        agent = PersonaAgent.from_state(seat_state, model)
+        if kind == TurnKind.MESSAGE_1.value:
+            result = await agent.message_1(round_number, deadline=deadline)
+        elif kind == TurnKind.MESSAGE_2.value:
+            result = await agent.message_2(round_number, deadline=deadline, **turn_inputs)
+        else:
+            result = await agent.decide(round_number, deadline=deadline, **turn_inputs)
+        return result, agent.to_state()
+
+    return run_turn
+
+
+def _submit(player, tables: GameTables, row, turn_inputs: dict) -> None:
+    model = _session_model(player.session)
+    deadline = time.monotonic() + (row.deadline_at - time.time())
+    ENGINE.submit(turn_key(player, tables, row.kind), _turn_coroutine(player, tables, row, turn_inputs, model, deadline))
+
+
+class _NoTimeLeft:
+    """A model for a turn whose limit has passed: answers 'timeout' at once, sends nothing."""
+
+    def __init__(self, settings) -> None:
+        self.settings = settings
+
+    async def complete(self, messages, *, deadline):
+        return ModelReply(status=CallStatus.TIMEOUT.value, error="the stage limit passed before a reply")
+
+
+def _settle_by_fallback(player, tables: GameTables, row) -> None:
+    """Resolve a turn now, as a late human's: the agent records its fallback in its memory."""
+    ENGINE.forget(turn_key(player, tables, row.kind))
+    model = _NoTimeLeft(_session_model(player.session).settings)
+    run_turn = _turn_coroutine(player, tables, row, inputs(player, tables, row.kind) or {}, model, time.monotonic())
+    # Runs in this hook's thread; nothing is sent, so it returns at once.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        outcome = pool.submit(lambda: asyncio.run(run_turn())).result()
+    settle(player, tables, row, outcome)
+
+
+def settle(player, tables: GameTables, row, outcome: tuple) -> None:
+    """Write a finished turn: its row, its calls, the agent's memory, its message or choice."""
+    result: TurnResult
+    result, new_state = outcome
+    ENGINE.forget(turn_key(player, tables, row.kind))
+    row.status = result.status
+    row.text = result.text
+    row.choice = result.choice
+    row.fallback_reason = result.fallback_reason
+    row.finished_at = result.finished_at
+    for call in result.calls:
+        record = call.to_dict()
+        record["parameters"] = json.dumps(record["parameters"], ensure_ascii=False)
+        record["messages"] = json.dumps(record["messages"], ensure_ascii=False)
+        tables.LlmCall.create(player=player, session_code=player.session.code, **record)
+    seat = _seat(player, tables)
+    seat.state = json.dumps(new_state, ensure_ascii=False)
+    seat.updated_at = time.time()
+    if row.kind in (TurnKind.MESSAGE_1.value, TurnKind.MESSAGE_2.value):
+        sent = result.text is not None
+        tables.Message.create(
+            player=player, stage=1 if row.kind == TurnKind.MESSAGE_1.value else 2,
+            sender_code=row.agent_id, sender_kind="agent", receiver_code=player.participant.code,
+            receiver_kind="human", text=result.text or "", sent_in_time=sent, stage_started_at=row.started_at,
+            sent_at=result.finished_at if sent else None, unsent_draft=None,
+        )
+
+
+def settle_or_fallback(player, tables: GameTables, kind: str):
+    """At the page's limit: the turn is settled now, by the agent's fallback if it is still
+    running. Never waits: this runs under oTree's global lock."""
+    row = ensure_turn(player, tables, kind)
+    if row is None:
+        # Inputs never arrived (cannot happen in page order); resolve with what exists.
+        turn_limit = params(player.session).stage_limits[TURN_STAGE[kind]]
+        now = time.time()
+        row = tables.AgentTurn.create(player=player, agent_id=player.associate_code, kind=kind, status=RUNNING,
+                                      started_at=now, deadline_at=now + turn_limit, attempts=1)
+    if row.status in FINAL_STATUSES:
+        return row
+    future = ENGINE.future(turn_key(player, tables, kind))
+    if future is not None and future.done():
+        settle(player, tables, row, future.result())
+    else:
+        if future is not None:
+            future.cancel()
+        _settle_by_fallback(player, tables, row)
+    return row
+
+
+def start_round(subsession, tables: GameTables) -> None:
+    """RoundStart: every agent's first turn of the round starts now."""
+    first = TurnKind.MESSAGE_1.value if tables.with_chat else TurnKind.DECISION.value
+    for player in subsession.get_players():
+        if lab_game.is_played(player) and player.associate_kind == "agent":
+            ensure_turn(player, tables, first)
+
+
+def finish_round(player, tables: GameTables) -> None:
+    """After the human's decision: the agent's choice, both payoffs, the agent's memory of them."""
+    row = settle_or_fallback(player, tables, TurnKind.DECISION.value)
+    if player.field_maybe_none("associate_choice") is not None:
+        return
+    lab_game.settle_round(player, row.choice)
+    seat = _seat(player, tables)
+    agent = PersonaAgent.from_state(json.loads(seat.state), model=None)
+    agent.record_outcome(player.round_number, row.choice, player.choice)
+    seat.state = json.dumps(agent.to_state(), ensure_ascii=False)
+    seat.updated_at = time.time()
+
+
+def wait_timeout_seconds(player, tables: GameTables, kind: str) -> float:
+    """An AgentWait page's limit: the turn's deadline (fixed at first render) plus the grace."""
+    row = ensure_turn(player, tables, kind)
+    limit = params(player.session).stage_limits[TURN_STAGE[kind]]
+    remaining = (row.deadline_at - time.time()) if row else limit
+    return max(1.0, remaining + SETTLE_GRACE_SECONDS)
+
+
+async def wait_until_answered(player, tables: GameTables, kind: str) -> None:
+    """For an async live method: return when the running turn has an answer (or its deadline)."""
+    future = ENGINE.future(turn_key(player, tables, kind))
+    if future is None or future.done():
+        return
+    longest_turn = max(params(player.session).stage_limits.values())
+    try:
+        await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout=longest_turn + SETTLE_GRACE_SECONDS)
+    except Exception:  # timed out or the turn failed: the page settles it on submit
+        return
+
+
+def is_running(player, tables: GameTables, kind: str) -> bool:
+    row = ensure_turn(player, tables, kind)
+    return row is None or row.status == RUNNING
