@@ -1,0 +1,123 @@
+"""A participant made of plain HTTP requests: fast, no browser, survives a server restart.
+
+It reads which page it is on from oTree's URL (/p/{code}/{app}/{Page}/{index}), answers it
+with the form fields a person would submit, polls wait pages, and re-submits an AgentWait
+page until the agent's turn is settled. Used by the restart test and bench/lab_load.py
+(which adds a websocket for the AgentWait pages' live method).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import requests
+
+PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/(?P<index>\d+)")
+WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished"}
+QUIZ = {"quiz_AA": "70", "quiz_AB": "10", "quiz_BA": "80", "quiz_BB": "40", "quiz_same_associate": "False"}
+LIKERT_PAGES = {
+    "Perception": ["agency", "experience", "trustworthiness", "intelligence", "likability", "cooperativeness", "fairness"],
+    "CommunicationQuality": ["clarity", "conciseness", "concreteness", "coherence", "courteousness",
+                             "correctness", "completeness"],
+}
+
+
+@dataclass
+class Timing:
+    page: str
+    seconds: float
+    method: str
+
+
+@dataclass
+class HttpParticipant:
+    base_url: str
+    code: str
+    messages: dict = field(default_factory=lambda: {1: "Let's both choose A", 2: "A it is"})
+    choice: str = "A"
+    think_seconds: Callable[[str], float] = lambda page: 0.0
+    poll_seconds: float = 0.3
+    timings: list = field(default_factory=list)
+    pages: list = field(default_factory=list)
+    waited: dict = field(default_factory=dict)  # page name -> seconds spent waiting there
+    on_page: Optional[Callable[["HttpParticipant", str, int], None]] = None
+    done: bool = False
+
+    def __post_init__(self):
+        self.http = requests.Session()
+        self.url = f"{self.base_url}/InitializeParticipant/{self.code}"
+        self.lock = threading.Lock()
+
+    def _request(self, method: str, url: str, page: str, **kwargs) -> requests.Response:
+        """One request, retried through connection errors (a restarting server)."""
+        deadline = time.monotonic() + 120
+        while True:
+            started = time.monotonic()
+            try:
+                response = self.http.request(method, url, timeout=30, **kwargs)
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+                continue
+            if response.status_code >= 500 and time.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
+            self.timings.append(Timing(page, time.monotonic() - started, method))
+            return response
+
+    def play(self, timeout: float = 600) -> "HttpParticipant":
+        deadline = time.monotonic() + timeout
+        response = self._request("GET", self.url, "start")
+        while time.monotonic() < deadline:
+            match = PAGE_RE.search(response.url)
+            if not match:
+                raise AssertionError(f"unexpected page {response.url}: {response.text[:300]}")
+            page, index = match["page"], int(match["index"])
+            if not self.pages or self.pages[-1] != (page, index):
+                self.pages.append((page, index))
+                if self.on_page:
+                    self.on_page(self, page, index)
+            if page == "Payment":
+                self.done = True
+                return self
+            if page in WAIT_PAGES:
+                time.sleep(self.poll_seconds)
+                self.waited[page] = self.waited.get(page, 0.0) + self.poll_seconds
+                response = self._request("GET", response.url, page)
+                continue
+            time.sleep(self.think_seconds(page))
+            started = time.monotonic()
+            response = self._request("POST", response.url, page, data=self.answer(page))
+            if page.startswith("AgentWait"):
+                self.waited[page] = self.waited.get(page, 0.0) + time.monotonic() - started
+                if PAGE_RE.search(response.url)["page"] == page:  # still thinking: ask again shortly
+                    time.sleep(self.poll_seconds)
+                    self.waited[page] += self.poll_seconds
+        raise AssertionError(f"participant {self.code} did not finish; last pages {self.pages[-5:]}")
+
+    def answer(self, page: str) -> dict:
+        if page in ("Message1", "Message2"):
+            return {f"message_{page[-1]}": self.messages[int(page[-1])]}
+        if page == "Decision":
+            return {"choice": self.choice}
+        if page == "Quiz":
+            return dict(QUIZ)
+        if page == "NormEstimates":
+            return {"norm_estimate_WC": "3", "norm_estimate_WoC": "2"}
+        if page in LIKERT_PAGES:
+            prefix = "perception" if page == "Perception" else "c7"
+            return {f"{prefix}_{item}": "1" for item in LIKERT_PAGES[page]}
+        if page == "BelievedHuman":
+            return {"believed_human": "0"}
+        if page == "Familiarity":
+            return {"llm_familiarity": "3"}
+        if page == "SocialValueOrientation":
+            return {f"svo_item_{i}": "4" for i in range(1, 7)}
+        if page == "Demographics":
+            return {"age": "21", "gender": "female", "major": "Economics"}
+        return {}

@@ -1,0 +1,81 @@
+"""One participant in headless Chromium plays a short H-F session against agents served by the
+local fake LLM server (real OpenAI SDK, 1 s latency) through to payment; a second run with the
+fake server failing every second call still finishes, the fallbacks flagged in the data."""
+
+import asyncio
+
+import pytest
+
+from tests.browser_participant import Script, launch_browser, play
+from tests.fake_llm_server import FakeLLMServer
+
+SHORT = dict(rounds_per_game=2, language="en", message_1_seconds=12, read_1_seconds=8, message_2_seconds=12,
+             read_2_seconds=8, decision_seconds=10, result_seconds=8)
+
+
+def _play_one(server, session) -> Script:
+    from playwright.async_api import async_playwright
+
+    script = Script(messages={1: "<b>hi</b> shall we both pick A?", 2: "ok A"}, choice="A")
+
+    async def run():
+        async with async_playwright() as playwright:
+            browser = await launch_browser(playwright)
+            page = await browser.new_page()
+            await play(page, server.start_url(session["participants"][0]["code"]), script)
+            await browser.close()
+
+    asyncio.run(run())
+    return script
+
+
+def _agent_config(fake, **extra):
+    return dict(SHORT, llm_provider="openai_compatible", llm_model="fake-gpt", llm_base_url=fake.base_url_openai,
+                llm_api_key_env="FAKE_LLM_KEY", **extra)
+
+
+@pytest.mark.browser
+@pytest.mark.server
+def test_participant_plays_fair_agents_served_by_fake_server(lab_server):
+    with FakeLLMServer(latency=1.0) as fake:
+        server = lab_server(FAKE_LLM_KEY="dummy-key")
+        session = server.create_session("hf_informed_wc_first", 1, **_agent_config(fake))
+        script = _play_one(server, session)
+    assert script.payout_text.endswith("CNY")
+    # The agents' messages arrived on the read pages as text, like a human's.
+    assert len(script.seen_associate_messages) == 4
+    assert all(message and "did not send" not in message for message in script.seen_associate_messages)
+    assert not script.dialogs
+    # The human waited for the agent only for the hop back: the agent answered within the stage.
+    waits = [seconds for name, values in script.waited_seconds.items() if name.startswith("AgentWait")
+             for seconds in values]
+    assert waits and max(waits) < SHORT["message_1_seconds"]
+    calls = server.export("payment", "custom_export_llm_calls", session["code"])
+    assert calls and {c["status"] for c in calls} == {"ok"}
+    assert all(float(c["time_done"]) - float(c["time_sent"]) >= 0.9 for c in calls), "latency is on the record"
+    decisions = server.export("payment", "custom_export_decisions", session["code"])
+    assert len(decisions) == 2 * 2 * 2  # human + agent, 2 games x 2 rounds
+
+
+@pytest.mark.browser
+@pytest.mark.server
+def test_session_finishes_when_every_second_model_call_fails(lab_server):
+    with FakeLLMServer(latency=0.2) as fake:
+        fake.set(mode="500", fail_every_nth=2)
+        server = lab_server(FAKE_LLM_KEY="dummy-key")
+        session = server.create_session("hc_uninformed_wc_first", 1, **_agent_config(fake, llm_max_retries=0))
+        script = _play_one(server, session)
+    assert script.payout_text.endswith("CNY")
+    calls = server.export("payment", "custom_export_llm_calls", session["code"])
+    assert {"ok", "provider_error"} <= {c["status"] for c in calls}
+    messages = server.export("payment", "custom_export_messages", session["code"])
+    decisions = server.export("payment", "custom_export_decisions", session["code"])
+    agent_messages = [m for m in messages if m["sender_kind"] == "agent"]
+    agent_decisions = [d for d in decisions if d["player_kind"] == "agent"]
+    assert len(agent_messages) == 4 and len(agent_decisions) == 4, "every round complete"
+    flagged = [m for m in agent_messages if m["sent_in_time"] == "False"] + \
+              [d for d in agent_decisions if d["timed_out"] == "True"]
+    assert flagged, "failed calls end in flagged fallbacks"
+    # What the participant saw for a missing agent message is the late-human text.
+    if any(m["sent_in_time"] == "False" for m in agent_messages):
+        assert any("did not send" in seen for seen in script.seen_associate_messages)
