@@ -10,7 +10,7 @@ import csv
 import pytest
 
 import settings
-from tests.conftest import run_bots
+from tests.lab_server import run_bots
 
 HUMAN_CONFIGS = [c["name"] for c in settings.SESSION_CONFIGS if c["associate_type"] == "human"]
 AGENT_CONFIGS = [c["name"] for c in settings.SESSION_CONFIGS if c["associate_type"] != "human"]

@@ -49,7 +49,7 @@ def test_participant_plays_fair_agents_served_by_fake_server(lab_server):
     # The human waited for the agent only for the hop back: the agent answered within the stage.
     waits = [seconds for name, values in script.waited_seconds.items() if name.startswith("AgentWait")
              for seconds in values]
-    assert waits and max(waits) < SHORT["message_1_seconds"]
+    assert waits and max(waits) < 6, waits  # ~1 s model latency; the stage limit is 12 s
     calls = server.export("payment", "custom_export_llm_calls", session["code"])
     assert calls and {c["status"] for c in calls} == {"ok"}
     assert all(float(c["time_done"]) - float(c["time_sent"]) >= 0.9 for c in calls), "latency is on the record"

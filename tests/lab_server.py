@@ -1,0 +1,158 @@
+"""An oTree production server for tests and benches, and the helpers around it.
+
+oTree always keeps SQLite in ./db.sqlite3 of its working directory, so every server or bot
+run works in its own folder (``make_project_copy``) that links to the project's files.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+# What a project copy links to: everything oTree and the apps import or read.
+PROJECT_ENTRIES = [
+    "settings.py", "protocol.py", "lab", "labserver", "agents", "prompts", "locale", "_static",
+    "_templates", "_rooms", "instructions", "game_with_chat", "game_without_chat",
+    "questionnaire", "payment", "tests",
+]
+
+
+def make_project_copy(work: Path) -> Path:
+    """A working directory that sees the project's files but has its own database."""
+    work.mkdir(parents=True, exist_ok=True)
+    for entry in PROJECT_ENTRIES:
+        source = PROJECT / entry
+        if source.exists():
+            (work / entry).symlink_to(source)
+    return work
+
+
+def lab_env(database_url: str = "", **extra) -> dict:
+    env = dict(os.environ)
+    env.pop("DATABASE_URL", None)
+    for key in ("OTREE_PRODUCTION", "OTREE_AUTH_LEVEL", "OTREE_IN_MEMORY"):
+        env.pop(key, None)
+    if database_url:
+        env["DATABASE_URL"] = database_url
+    env["PATH"] = f"{Path(PYTHON).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(PROJECT)
+    env.update(extra)
+    return env
+
+
+def run_bots(workdir: Path, config: str, participants: int, overrides: dict, database_url: str = "",
+             export_dir: Path | None = None, timeout: float = 600, extra_env: dict | None = None
+             ) -> subprocess.CompletedProcess:
+    args = [PYTHON, "-m", "labserver", "bots", config, str(participants)]
+    args += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
+    if export_dir:
+        args += ["--export", str(export_dir)]
+    result = subprocess.run(args, cwd=workdir, env=lab_env(database_url, **(extra_env or {})),
+                            capture_output=True, text=True,
+                            timeout=timeout)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+        raise AssertionError(f"bots failed for {config}:\n{tail}")
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited with code {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"server did not listen on port {port} within {timeout} s")
+
+
+class LabServer:
+    """An `otree prodserver` in its own folder: as a lab runs it (database on disk, timeouts
+    enforced server-side), on a free port. ``restart(kill=True)`` is a kill -9 and a new start."""
+
+    def __init__(self, workdir: Path, database_url: str = "", **env):
+        self.workdir = workdir
+        self.database_url = database_url
+        self.env = lab_env(database_url, **env)
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+        self.log_path = workdir / f"server-{self.port}.log"
+
+    def start(self) -> "LabServer":
+        log = self.log_path.open("a")
+        self.process = subprocess.Popen(
+            ["otree", "prodserver", f"127.0.0.1:{self.port}"], cwd=self.workdir, env=self.env,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        wait_for_port(self.port, self.process)
+        return self
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process and self.process.poll() is None:
+            import signal
+
+            # the timeout worker is a child process: signal the whole group
+            os.killpg(self.process.pid, signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def restart(self, kill: bool = True) -> None:
+        self.stop(kill=kill)
+        self.start()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    # --- oTree's REST API -----------------------------------------------------------
+    def create_session(self, config: str, participants: int, **config_fields) -> dict:
+        import requests
+
+        response = requests.post(f"{self.base_url}/api/sessions", json=dict(
+            session_config_name=config, num_participants=participants,
+            modified_session_config_fields=config_fields,
+        ), timeout=60)
+        assert response.ok, f"{response.status_code}: {response.text[:500]}"
+        code = response.json()["code"]
+        return self.get_session(code)
+
+    def get_session(self, code: str) -> dict:
+        import requests
+
+        response = requests.post(f"{self.base_url}/api/get_session/{code}", json={}, timeout=30)
+        assert response.ok, f"{response.status_code}: {response.text[:500]}"
+        return response.json()
+
+    def start_url(self, participant_code: str) -> str:
+        return f"{self.base_url}/InitializeParticipant/{participant_code}"
+
+    def export(self, app: str, function_name: str, session_code: str) -> list[dict]:
+        import csv
+        import io
+
+        import requests
+
+        response = requests.get(f"{self.base_url}/api/export_app_custom", params=dict(
+            app=app, function_name=function_name, session_code=session_code), timeout=60)
+        assert response.ok, f"{response.status_code}: {response.text[:500]}"
+        return list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+
+
