@@ -303,6 +303,10 @@ class Result(TranslatedTimer, Page):
     def vars_for_template(player: Player):
         return lab_game.result_vars(player, GAME)
 
+    @staticmethod
+    def app_after_this_page(player: Player, upcoming_apps):
+        return lab_game.next_app_after_last_round(player, upcoming_apps)
+
 
 def finish_agent_round(player: Player):
     agents.finish_round(player, TABLES)

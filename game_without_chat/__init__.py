@@ -141,6 +141,10 @@ class Result(TranslatedTimer, Page):
     def vars_for_template(player: Player):
         return lab_game.result_vars(player, GAME)
 
+    @staticmethod
+    def app_after_this_page(player: Player, upcoming_apps):
+        return lab_game.next_app_after_last_round(player, upcoming_apps)
+
 
 AgentWaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="AgentWaitDecision")
 

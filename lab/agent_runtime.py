@@ -128,6 +128,7 @@ def budget_limit(session) -> Optional[float]:
 def create_seats(subsession, tables: GameTables) -> None:
     """creating_session, round 1: one agent per seat, fresh memory for this game."""
     p = params(subsession.session)
+    _session_model(subsession.session)  # builds the client now, not in a participant's request
     from lab.matching import agent_count
 
     language = AGENT_LANGUAGE[p.language]

@@ -25,6 +25,13 @@ def is_played(player) -> bool:
     return player.round_number <= params(player.session).rounds_per_game
 
 
+def next_app_after_last_round(player, upcoming_apps: list):
+    """Result page: after the session's last round go straight to the next app, instead of
+    letting oTree step through every unplayed round up to NUM_ROUNDS."""
+    if player.round_number >= params(player.session).rounds_per_game:
+        return upcoming_apps[0]
+
+
 def set_round_matching(subsession, game: str) -> None:
     """creating_session: pair humans (H-H) or seat each human with an agent, for this round."""
     p = params(subsession.session)

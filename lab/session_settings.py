@@ -8,6 +8,7 @@ creation instead of an error in the middle of a session.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import protocol
@@ -18,6 +19,11 @@ STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMIT
 
 class SessionConfigError(ValueError):
     """A session config value that cannot run; the message says which and why."""
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict:
+    return config_defaults()
 
 
 def config_defaults() -> dict:
@@ -71,7 +77,7 @@ class SessionParams:
 
 
 def params_from_config(config: dict) -> SessionParams:
-    merged = {**config_defaults(), **config}
+    merged = {**_defaults(), **config}
     return SessionParams(
         associate_type=merged["associate_type"],
         label_setting=merged["label_setting"],
@@ -86,8 +92,15 @@ def params_from_config(config: dict) -> SessionParams:
     )
 
 
+_PARAMS_BY_SESSION: dict[str, SessionParams] = {}
+
+
 def params(session) -> SessionParams:
-    return params_from_config(session.config)
+    """A session's parameters (its config does not change once the session exists)."""
+    found = _PARAMS_BY_SESSION.get(session.code)
+    if found is None:
+        found = _PARAMS_BY_SESSION[session.code] = params_from_config(session.config)
+    return found
 
 
 def validate(config: dict, num_participants: int) -> SessionParams:
