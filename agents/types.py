@@ -133,6 +133,10 @@ class ModelReply:
     time_first_byte: Optional[float] = None
     time_done: Optional[float] = None
     retries: int = 0
+    # Added by the agents package (optional for other LanguageModel implementations):
+    cost: Optional[float] = None  # USD of this call, from the price table; None = unknown
+    retry_after: Optional[float] = None  # seconds the provider asked to wait (429/503)
+    retryable: Optional[bool] = None  # whether another attempt could succeed (None = by status)
 
 
 @runtime_checkable

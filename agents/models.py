@@ -1,0 +1,553 @@
+"""Language models on real providers, behind one small interface, that never overrun a deadline.
+
+``build_model(cfg)`` returns a ``LanguageModel`` made of layers that each take and return a
+``LanguageModel`` (Concordia style)::
+
+    DeadlineGuard(BudgetedModel(RetryingModel(RateLimitedModel(adapter))))
+
+- the adapter sends ONE request through the provider's official async SDK (``openai``,
+  ``anthropic``; Gemini and OpenAI-compatible servers through ``openai`` with a base URL), with
+  the SDK's own retries off and a per-attempt timeout no later than the deadline;
+- ``RateLimitedModel``: a requests-per-minute window (shared by every loop and thread) and a
+  concurrency limit (per event loop); waiting for either counts against the deadline;
+- ``RetryingModel``: retries 429 / 5xx / dropped connections / per-attempt timeouts with jittered
+  exponential backoff, honouring Retry-After, but only while the deadline leaves room;
+- ``BudgetedModel``: refuses to send once a shared ``Budget`` is spent;
+- ``DeadlineGuard``: ``asyncio.timeout`` at the deadline and a catch-all, so ``complete`` returns
+  a ``ModelReply`` by the deadline and never raises (cancellation by the caller excepted).
+
+SDK clients are created lazily inside the running event loop, one per loop (an async client
+belongs to one loop). Error texts are scrubbed of keys before they are recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import contextvars
+import math
+import random
+import re
+import threading
+import time
+import weakref
+from email.utils import parsedate_to_datetime
+from typing import Any, Callable, Iterator, Optional
+
+from .config import ConfigError, ModelConfig
+from .types import CallStatus, ChatMessage, LanguageModel, ModelReply, ModelSettings
+
+# An attempt needs at least this long to be worth sending; less, and the turn gives up instead.
+MIN_ATTEMPT_SECONDS = 0.25
+# Inner layers stop this much before the deadline so that the outer guard never has to cut them
+# off (which would lose the record of retries and errors).
+INNER_DEADLINE_MARGIN = 0.02
+RPM_WINDOW_SECONDS = 60.0
+MAX_ERROR_CHARS = 300
+_RETRYABLE_STATUSES = {CallStatus.RATE_LIMITED.value, CallStatus.PROVIDER_ERROR.value, CallStatus.TIMEOUT.value}
+_SECRET_PATTERN = re.compile(r"(sk-[A-Za-z0-9_\-]{3,}|sk_[A-Za-z0-9_\-]{3,}|AIza[0-9A-Za-z_\-]{8,}|"
+                             r"(?i:bearer)\s+\S+|(?i:x-api-key)[\"':\s]+\S+)")
+
+# What the current call is, set by the caller (the agent): lets the simulated model draw its
+# randomness per agent, round and turn, independent of the order concurrent calls are served.
+_call_scope: contextvars.ContextVar[str] = contextvars.ContextVar("agents_call_scope", default="")
+# Per-request timing filled by the HTTP client's response hook (first byte = headers received).
+_request_timing: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("agents_request_timing",
+                                                                                 default=None)
+
+
+# --- shared pieces -------------------------------------------------------------------------
+class Budget:
+    """Money shared by many models; once ``spent >= limit`` calls return status ``budget`` unsent.
+
+    Thread-safe and asyncio-safe (a lock around two floats, never awaited while held). The check
+    happens before sending, so calls already in flight may overshoot the limit by their cost.
+    ``limit=None`` only counts.
+    """
+
+    def __init__(self, limit: Optional[float]) -> None:
+        self.limit = limit
+        self._spent = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def spent(self) -> float:
+        with self._lock:
+            return self._spent
+
+    @property
+    def exhausted(self) -> bool:
+        with self._lock:
+            return self.limit is not None and self._spent >= self.limit
+
+    def charge(self, cost: Optional[float]) -> None:
+        if cost:
+            with self._lock:
+                self._spent += cost
+
+
+@contextlib.contextmanager
+def call_scope(name: str) -> Iterator[None]:
+    """Name the logical call made inside this block (e.g. ``agent-3|seed|r2|decision|1``)."""
+    token = _call_scope.set(name)
+    try:
+        yield
+    finally:
+        _call_scope.reset(token)
+
+
+def current_call_scope() -> str:
+    return _call_scope.get()
+
+
+def estimate_cost(cfg: ModelConfig, input_tokens: int, output_tokens: int) -> Optional[float]:
+    """USD for a call of this size under ``cfg``'s prices; None when a price is unknown."""
+    return cfg.cost(input_tokens, output_tokens)
+
+
+def redact(text: str, *secrets: Optional[str]) -> str:
+    """Remove keys (the configured one and anything shaped like one) from an error text."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return _SECRET_PATTERN.sub("[redacted]", text)[:MAX_ERROR_CHARS]
+
+
+def _remaining(deadline: float) -> float:
+    return deadline - time.monotonic()
+
+
+class _PerLoop:
+    """One object per running event loop (SDK clients, semaphores), created on first use."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._objects: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if loop not in self._objects:
+                self._objects[loop] = self._factory()
+            return self._objects[loop]
+
+    def pop_current(self) -> Any:
+        with self._lock:
+            return self._objects.pop(asyncio.get_running_loop(), None)
+
+
+# --- provider adapters: one attempt each ---------------------------------------------------------
+class _SDKAdapter:
+    """What the OpenAI and Anthropic adapters share: the client per loop and error handling."""
+
+    def __init__(self, cfg: ModelConfig, settings: ModelSettings) -> None:
+        self.cfg = cfg
+        self.settings = settings
+        self._clients = _PerLoop(self._new_client)
+        # Import the SDK now (seconds, at session creation), not on the first turn inside the loop.
+        self._sdk = self._import_sdk()
+        _warm_up_once(self)
+
+    def _import_sdk(self) -> Any:
+        raise NotImplementedError
+
+    def _new_client(self, transport: Any = None) -> Any:
+        raise NotImplementedError
+
+    def _warm_up_body(self) -> dict:
+        """A minimal successful response body of the provider's API."""
+        raise NotImplementedError
+
+    async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close the current loop's client (optional; clients also die with their loop)."""
+        client = self._clients.pop_current()
+        if client is not None:
+            await client.close()
+
+    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+        time_sent = time.time()
+        budget_seconds = min(self.cfg.request_timeout, _remaining(deadline) - INNER_DEADLINE_MARGIN)
+        if budget_seconds < MIN_ATTEMPT_SECONDS / 2:
+            return ModelReply(CallStatus.TIMEOUT.value, error="no time left to send", time_sent=time_sent,
+                              time_done=time.time(), retryable=False)
+        timing: dict[str, float] = {}
+        _request_timing.set(timing)
+        try:
+            async with asyncio.timeout(budget_seconds):
+                reply = await self._send(self._clients.get(), messages, budget_seconds)
+        except TimeoutError:
+            reply = ModelReply(CallStatus.TIMEOUT.value, error=f"no reply within {budget_seconds:.1f} s",
+                               retryable=True)
+        except Exception as error:  # every SDK/HTTP/JSON failure becomes a status, never an exception
+            reply = self._classify(error)
+        reply.time_sent = time_sent
+        reply.time_first_byte = timing.get("first_byte")
+        reply.time_done = time.time()
+        if reply.status in (CallStatus.OK.value, CallStatus.LENGTH.value, CallStatus.REFUSAL.value):
+            reply.cost = self.cfg.cost(reply.input_tokens, reply.output_tokens)
+        return reply
+
+    def _http_client(self, sdk_default_client: type, transport: Any = None) -> Any:
+        async def on_response(response: Any) -> None:
+            timing = _request_timing.get()
+            if timing is not None and "first_byte" not in timing:
+                timing["first_byte"] = time.time()
+
+        extra = {"transport": transport} if transport is not None else {}
+        return sdk_default_client(event_hooks={"response": [on_response]}, **extra)
+
+    def _classify(self, error: Exception) -> ModelReply:
+        status_code = getattr(error, "status_code", None)
+        name = type(error).__name__
+        text = redact(f"{name}{f' HTTP {status_code}' if status_code else ''}: {error}", self.cfg.api_key())
+        if "Timeout" in name:  # APITimeoutError of either SDK
+            return ModelReply(CallStatus.TIMEOUT.value, error=text, retryable=True)
+        if status_code is None:  # connection dropped, malformed JSON, protocol errors
+            return ModelReply(CallStatus.PROVIDER_ERROR.value, error=text, retryable=True)
+        retry_after = _retry_after_seconds(getattr(error, "response", None))
+        if status_code == 429:
+            return ModelReply(CallStatus.RATE_LIMITED.value, error=text, retry_after=retry_after, retryable=True)
+        if status_code in (401, 403, 404):
+            return ModelReply(CallStatus.CONFIG_ERROR.value, error=text, retryable=False)
+        if status_code in (408, 409) or status_code >= 500:
+            return ModelReply(CallStatus.PROVIDER_ERROR.value, error=text, retry_after=retry_after, retryable=True)
+        return ModelReply(CallStatus.PROVIDER_ERROR.value, error=text, retryable=False)  # 400, 422: our request
+
+
+class OpenAIChatModel(_SDKAdapter):
+    """OpenAI Chat Completions: OpenAI itself, Gemini's OpenAI endpoint, vLLM/llama.cpp/Ollama/OpenRouter."""
+
+    def _import_sdk(self) -> Any:
+        import openai
+
+        return openai
+
+    def _new_client(self, transport: Any = None) -> Any:
+        return self._sdk.AsyncOpenAI(
+            api_key=self.cfg.api_key() or "not-needed",  # local servers ignore the key
+            base_url=self.cfg.base_url,
+            max_retries=0,  # retries are ours, bounded by the deadline
+            timeout=self.cfg.request_timeout,
+            http_client=self._http_client(self._sdk.DefaultAsyncHttpxClient, transport),
+        )
+
+    def _warm_up_body(self) -> dict:
+        return {"id": "warm-up", "object": "chat.completion", "created": 0, "model": self.settings.model,
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "."}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+    def request_parameters(self) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        if self.settings.temperature is not None:
+            params["temperature"] = self.settings.temperature
+        # OpenAI's current models take max_completion_tokens; compatible servers know max_tokens.
+        params["max_completion_tokens" if self.cfg.provider == "openai" else "max_tokens"] = self.settings.max_tokens
+        if self.settings.seed is not None:
+            params["seed"] = self.settings.seed
+        return params
+
+    async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:
+        response = await client.chat.completions.create(
+            model=self.settings.model,
+            messages=[{"role": m.role, "content": m.content} for m in messages],
+            timeout=timeout,
+            **self.request_parameters(),
+        )
+        usage = getattr(response, "usage", None)
+        tokens = dict(input_tokens=getattr(usage, "prompt_tokens", None),
+                      output_tokens=getattr(usage, "completion_tokens", None))
+        if not response.choices:
+            return ModelReply(CallStatus.PROVIDER_ERROR.value, error="reply without choices", retryable=True,
+                              **tokens)
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        if getattr(choice.message, "refusal", None) or choice.finish_reason == "content_filter":
+            return ModelReply(CallStatus.REFUSAL.value, text=text or choice.message.refusal,
+                              error=f"refused (finish_reason {choice.finish_reason})", **tokens)
+        if choice.finish_reason == "length":
+            return ModelReply(CallStatus.LENGTH.value, text=text, error="truncated at max_tokens", **tokens)
+        return ModelReply(CallStatus.OK.value, text=text, **tokens)
+
+
+class AnthropicModel(_SDKAdapter):
+    """Anthropic Messages: the system prompt goes apart, the rest must alternate user/assistant."""
+
+    def _import_sdk(self) -> Any:
+        import anthropic
+
+        return anthropic
+
+    def _new_client(self, transport: Any = None) -> Any:
+        return self._sdk.AsyncAnthropic(
+            api_key=self.cfg.api_key() or "not-needed",
+            base_url=self.cfg.base_url,
+            max_retries=0,
+            timeout=self.cfg.request_timeout,
+            http_client=self._http_client(self._sdk.DefaultAsyncHttpxClient, transport),
+        )
+
+    def _warm_up_body(self) -> dict:
+        return {"id": "warm-up", "type": "message", "role": "assistant", "model": self.settings.model,
+                "content": [{"type": "text", "text": "."}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 1, "output_tokens": 1}}
+
+    def request_parameters(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"max_tokens": self.settings.max_tokens}
+        if self.settings.temperature is not None:
+            params["temperature"] = self.settings.temperature
+        return params  # the Messages API has no seed
+
+    async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:
+        system = "\n\n".join(m.content for m in messages if m.role == "system")
+        turns = [{"role": m.role, "content": m.content} for m in messages if m.role != "system"]
+        extra = {"system": system} if system else {}
+        response = await client.messages.create(model=self.settings.model, messages=turns, timeout=timeout,
+                                                **extra, **self.request_parameters())
+        text = "".join(getattr(block, "text", "") for block in response.content or [])
+        usage = getattr(response, "usage", None)
+        tokens = dict(input_tokens=getattr(usage, "input_tokens", None),
+                      output_tokens=getattr(usage, "output_tokens", None))
+        if response.stop_reason == "refusal":
+            return ModelReply(CallStatus.REFUSAL.value, text=text, error="refused (stop_reason refusal)", **tokens)
+        if response.stop_reason == "max_tokens":
+            return ModelReply(CallStatus.LENGTH.value, text=text, error="truncated at max_tokens", **tokens)
+        return ModelReply(CallStatus.OK.value, text=text, **tokens)
+
+
+_warmed_up: set[str] = set()
+_warm_up_lock = threading.Lock()
+
+
+def _warm_up_once(adapter: _SDKAdapter) -> None:
+    """Pay an SDK's first-request cost (lazy imports, building its models: ~0.6 s) at build time.
+
+    One request through an in-memory transport, on a private loop in a private thread (build_model
+    may be called from inside a running loop). Once per SDK per process; a failure only costs the
+    first real turn that time.
+    """
+    with _warm_up_lock:
+        if adapter._sdk.__name__ in _warmed_up:
+            return
+        _warmed_up.add(adapter._sdk.__name__)
+    import httpx2
+
+    body = adapter._warm_up_body()
+
+    async def one_request() -> None:
+        client = adapter._new_client(httpx2.MockTransport(lambda request: httpx2.Response(200, json=body)))
+        try:
+            await adapter._send(client, [ChatMessage("user", "warm-up")], adapter.cfg.request_timeout)
+        finally:
+            await client.close()
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            asyncio.run(one_request())
+
+    worker = threading.Thread(target=run, name="agents-sdk-warm-up")
+    worker.start()
+    worker.join()
+
+
+def _retry_after_seconds(response: Any) -> Optional[float]:
+    headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    if headers.get("retry-after-ms"):
+        with contextlib.suppress(ValueError):
+            return float(headers["retry-after-ms"]) / 1000
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        with contextlib.suppress(TypeError, ValueError):
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    return None
+
+
+# --- layers ---------------------------------------------------------------------------------------
+class _RequestsPerMinute:
+    """A sliding one-minute window of reserved send times, shared across threads and loops."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._sends: list[float] = []  # monotonic send times, sorted
+        self._lock = threading.Lock()
+
+    def reserve(self, latest: float) -> Optional[float]:
+        """Reserve the earliest send time allowed, if it is <= ``latest``; return it or None.
+
+        Reservations are first come, first served: the n-th send waits until a minute after the
+        (n - per_minute)-th, so the list stays sorted by appending.
+        """
+        with self._lock:
+            now = time.monotonic()
+            del self._sends[: max(0, bisect.bisect_left(self._sends, now - RPM_WINDOW_SECONDS))]
+            at = now
+            if len(self._sends) >= self.per_minute:
+                at = max(now, self._sends[-self.per_minute] + RPM_WINDOW_SECONDS)
+            if at > latest:
+                return None
+            self._sends.append(at)
+            return at
+
+
+class RateLimitedModel:
+    """At most ``concurrency`` requests in flight (per event loop) and ``requests_per_minute``."""
+
+    def __init__(self, inner: LanguageModel, *, concurrency: int, requests_per_minute: Optional[int]) -> None:
+        self.inner = inner
+        self.settings = inner.settings
+        self._semaphores = _PerLoop(lambda: asyncio.Semaphore(concurrency))
+        self._window = _RequestsPerMinute(requests_per_minute) if requests_per_minute else None
+
+    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+        latest_start = deadline - MIN_ATTEMPT_SECONDS
+        if self._window is not None:
+            send_at = self._window.reserve(latest_start)
+            if send_at is None:
+                return ModelReply(CallStatus.RATE_LIMITED.value, retryable=False, time_sent=time.time(),
+                                  error="requests_per_minute limit: no slot before the deadline")
+            await asyncio.sleep(max(0.0, send_at - time.monotonic()))
+        semaphore = self._semaphores.get()
+        try:
+            async with asyncio.timeout(None if math.isinf(latest_start) else max(0.0, _remaining(latest_start))):
+                await semaphore.acquire()
+        except TimeoutError:
+            return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(),
+                              error="concurrency limit: no slot before the deadline")
+        try:
+            return await self.inner.complete(messages, deadline=deadline)
+        finally:
+            semaphore.release()
+
+
+class RetryingModel:
+    """Retries what may pass (429, 5xx, dropped connections, attempt timeouts) inside the deadline."""
+
+    def __init__(self, inner: LanguageModel, *, max_retries: int, base_delay: float, max_delay: float,
+                 rng: Optional[random.Random] = None) -> None:
+        self.inner = inner
+        self.settings = inner.settings
+        self.max_retries = max_retries
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._rng = rng or random.Random()
+
+    def _backoff(self, retry_number: int, retry_after: Optional[float]) -> float:
+        delay = min(self.max_delay, self.base_delay * 2 ** (retry_number - 1))
+        delay = self._rng.uniform(delay / 2, delay)  # jitter spreads the herd after a shared 429
+        if retry_after is not None:
+            delay = max(delay, retry_after + self._rng.uniform(0, 0.1))
+        return delay
+
+    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+        errors: list[str] = []
+        first_sent: Optional[float] = None
+        attempt = 0
+        while True:
+            attempt += 1
+            reply = await self.inner.complete(messages, deadline=deadline)
+            first_sent = first_sent or reply.time_sent
+            if reply.error:
+                errors.append(f"attempt {attempt}: {reply.status}: {reply.error}")
+            retryable = reply.retryable if reply.retryable is not None else reply.status in _RETRYABLE_STATUSES
+            if not retryable or reply.status not in _RETRYABLE_STATUSES or attempt > self.max_retries:
+                break
+            delay = self._backoff(attempt, reply.retry_after)
+            if _remaining(deadline) - delay < MIN_ATTEMPT_SECONDS:
+                errors.append(f"gave up: waiting {delay:.1f} s would pass the deadline")
+                break
+            await asyncio.sleep(delay)
+        reply.retries = attempt - 1
+        reply.time_sent = first_sent
+        reply.error = "; ".join(errors) if errors else None
+        return reply
+
+
+class BudgetedModel:
+    """Charges each call's cost to a shared ``Budget``; sends nothing once it is spent."""
+
+    def __init__(self, inner: LanguageModel, budget: Budget) -> None:
+        self.inner = inner
+        self.settings = inner.settings
+        self.budget = budget
+
+    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+        if self.budget.exhausted:
+            now = time.time()
+            return ModelReply(CallStatus.BUDGET.value, error=f"budget of {self.budget.limit} USD spent",
+                              time_sent=now, time_done=now, retryable=False)
+        reply = await self.inner.complete(messages, deadline=deadline)
+        self.budget.charge(reply.cost)
+        return reply
+
+
+class DeadlineGuard:
+    """The outermost layer: returns by the deadline whatever happens below, and never raises."""
+
+    def __init__(self, inner: LanguageModel) -> None:
+        self.inner = inner
+        self.settings = inner.settings
+
+    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+        time_sent = time.time()
+        remaining = _remaining(deadline)
+        if remaining <= 0:
+            return ModelReply(CallStatus.TIMEOUT.value, error="deadline passed before sending",
+                              time_sent=time_sent, time_done=time_sent)
+        try:
+            async with asyncio.timeout(None if math.isinf(remaining) else remaining):
+                return await self.inner.complete(messages, deadline=deadline)
+        except TimeoutError:
+            return ModelReply(CallStatus.TIMEOUT.value, error="deadline reached", time_sent=time_sent,
+                              time_done=time.time())
+        except Exception as error:  # a bug below must not take the turn down
+            return ModelReply(CallStatus.PROVIDER_ERROR.value, error=redact(f"{type(error).__name__}: {error}"),
+                              time_sent=time_sent, time_done=time.time())
+
+
+# --- building --------------------------------------------------------------------------------------
+def model_settings(cfg: ModelConfig) -> ModelSettings:
+    """What is sent: Anthropic has no seed, so none is recorded for it."""
+    return ModelSettings(provider=cfg.provider, model=cfg.model, temperature=cfg.temperature,
+                         max_tokens=cfg.max_tokens, seed=None if cfg.provider == "anthropic" else cfg.seed)
+
+
+def build_adapter(cfg: ModelConfig) -> LanguageModel:
+    """The bare provider adapter (one attempt per call, no limits). Prefer ``build_model``."""
+    settings = model_settings(cfg)
+    if cfg.provider == "simulated":
+        from .simulated import SimulatedModel
+
+        return SimulatedModel(cfg)
+    if cfg.api_key_env and not cfg.api_key() and cfg.provider != "openai_compatible":
+        raise ConfigError(f"api_key_env: the environment variable {cfg.api_key_env} is not set "
+                          f"(provider {cfg.provider!r} needs an API key)")
+    if cfg.provider == "anthropic":
+        return AnthropicModel(cfg, settings)
+    return OpenAIChatModel(cfg, settings)
+
+
+def build_model(cfg: ModelConfig, *, budget: Optional[Budget] = None) -> LanguageModel:
+    """The provider adapter with retries, rate limits, the budget and the deadline guard.
+
+    Raises ``ConfigError`` now (at session creation) for a missing API key; everything that can
+    go wrong later is a status in a ``ModelReply``.
+    """
+    model: LanguageModel = build_adapter(cfg)
+    if cfg.provider != "simulated":  # no provider to protect, nothing that could pass on a retry
+        model = RateLimitedModel(model, concurrency=cfg.concurrency, requests_per_minute=cfg.requests_per_minute)
+        model = RetryingModel(model, max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
+                              max_delay=cfg.retry_max_delay)
+    if budget is not None:
+        model = BudgetedModel(model, budget)
+    return DeadlineGuard(model)
+

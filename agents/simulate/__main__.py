@@ -1,0 +1,71 @@
+"""``python -m agents.simulate CONFIG``: run (or continue) a tournament.
+
+``python -m agents.simulate replay CONFIG EXPORT_DIR [--persona P]``: replay the human messages
+of a recorded lab session against the config's models. See docs/simulation.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agents.config import ConfigError
+
+from .config import load_config
+from .runner import (BudgetExceeded, BudgetExhausted, ProviderConfigError, plan_run,
+                     run_simulation)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "replay":
+        return _replay(argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m agents.simulate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("config", help="TOML file, e.g. configs/simulation_quick.toml")
+    parser.add_argument("--estimate", action="store_true",
+                        help="print the number of calls and the estimated cost, then stop")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    config = load_config(args.config)
+    if args.estimate:
+        from .backend import agents_backend
+        from .store import RunStore
+
+        print(plan_run(config, agents_backend(), RunStore(config.run_dir)).describe())
+        return 0
+    try:
+        result = run_simulation(config, show_progress=not args.no_progress)
+    except (BudgetExceeded, BudgetExhausted, ProviderConfigError, ConfigError) as error:
+        print(f"stopped: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished games are saved; rerun the same command to continue",
+              file=sys.stderr)
+        return 130
+    print(f"{result.games_played} games played, {result.games_skipped} resumed from earlier attempts; "
+          f"{result.calls} calls ({result.cache_hits} from the cache, {result.failures} failed); "
+          f"spent ${result.spent:.4f}")
+    for name, path in result.outputs.items():
+        print(f"  {name}: {path}")
+    return 0
+
+
+def _replay(argv: list[str]) -> int:
+    from .replay import run_replay
+
+    parser = argparse.ArgumentParser(prog="python -m agents.simulate replay")
+    parser.add_argument("config", help="TOML file: the models (and language) to replay with")
+    parser.add_argument("export_dir", help="folder of lab export CSVs (decisions + messages)")
+    parser.add_argument("--persona", help="replay with this persona (default: each agent's own)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    outputs = run_replay(load_config(args.config), args.export_dir, persona=args.persona,
+                         show_progress=not args.no_progress)
+    for name, path in outputs.items():
+        print(f"  {name}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""Reading the exports of docs/DATA.md: every CSV of a folder, each table known by its columns.
+
+Nothing here raises on bad input. A file that is not one of the tables, a table that lacks a
+column the analysis needs, or values outside the contract become ``Problem``s naming the file
+and the column; the usable rest is loaded, so the report can still be produced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+import protocol
+
+SESSION_KEYS = ("session_code", "treatment", "associate_type", "label_setting", "game_order", "source")
+TREATMENTS = tuple(protocol.TREATMENT_CODES.values()) + ("A-A",)  # A-A: agent-vs-agent simulation
+MOTIVES = ("risk_aversion", "inequality_aversion", "strategic_defection", "unconditional_defection")
+LABEL_COLUMNS = ("p1_preferred", "p2_preferred", "p1_wants_other", "p2_wants_other", "agreement")
+PERCEPTION_COLUMNS = tuple(f"perception_{item}" for item in protocol.PERCEPTION_ITEMS)
+SEVEN_C_COLUMNS = tuple(f"c7_{item}" for item in protocol.SEVEN_C_ITEMS)
+LIKERT_COLUMNS = PERCEPTION_COLUMNS + SEVEN_C_COLUMNS + ("believed_human",)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    signature: tuple[str, ...]  # the columns that identify the table (DATA.md)
+    required: tuple[str, ...]  # without these the table cannot be used at all
+    contract: tuple[str, ...]  # every other DATA.md column; a missing one is filled with blanks
+
+
+_MAIN_KEYS = ("session_code", "treatment", "associate_type", "label_setting")
+
+# Checked in this order: the motives file also has an `annotator` column.
+TABLE_SPECS = (
+    TableSpec("motives", ("annotator", "risk_aversion"), ("conversation_id", "annotator") + MOTIVES, ()),
+    TableSpec("annotations", ("annotator",), ("conversation_id", "annotator") + LABEL_COLUMNS, ()),
+    TableSpec(
+        "decisions", ("choice", "game", "round"),
+        _MAIN_KEYS + ("game", "round", "player_code", "player_kind", "associate_code", "associate_kind",
+                      "conversation_id", "choice", "associate_choice"),
+        ("game_order", "source", "game_index", "persona", "timed_out", "payoff", "associate_payoff",
+         "decided_at"),
+    ),
+    TableSpec(
+        "messages", ("text", "stage"),
+        ("session_code", "game", "round", "conversation_id", "stage", "sender_code", "sender_kind", "text"),
+        ("treatment", "associate_type", "label_setting", "game_order", "source", "receiver_code",
+         "receiver_kind", "sent_in_time", "stage_started_at", "sent_at", "unsent_draft"),
+    ),
+    TableSpec(
+        "participants", ("svo_angle",),
+        _MAIN_KEYS + ("participant_code",),
+        ("game_order", "source", "participant_label", "quiz_attempts", "norm_estimate_WC",
+         "norm_estimate_WoC", "norm_true_WC", "norm_true_WoC", "norm_correct_WC", "norm_correct_WoC")
+        + LIKERT_COLUMNS + ("llm_familiarity",) + tuple(f"svo_item_{i}" for i in range(1, 7))
+        + ("svo_angle", "svo_category", "age", "gender", "major", "points_WC", "points_WoC", "payout"),
+    ),
+    TableSpec(
+        "llm_calls", ("prompt_version",),
+        ("session_code", "treatment", "agent_id", "status"),
+        ("associate_type", "label_setting", "game_order", "source", "game", "participant_code", "call_id",
+         "round_number", "turn", "attempt", "provider", "model", "parameters", "prompt_version", "messages",
+         "raw_reply", "parsed", "error", "input_tokens", "output_tokens", "cost", "time_sent",
+         "time_first_byte", "time_done", "retries", "simulated"),
+    ),
+)
+SPEC_BY_NAME = {spec.name: spec for spec in TABLE_SPECS}
+
+# Allowed values per column; rows with anything else are dropped (with a Problem).
+ALLOWED_VALUES = {
+    "treatment": set(TREATMENTS),
+    "associate_type": set(protocol.ASSOCIATE_TYPES),
+    "label_setting": set(protocol.LABEL_SETTINGS),
+    "game": set(protocol.GAMES),
+    "choice": set(protocol.CHOICES),
+    "associate_choice": set(protocol.CHOICES),
+    "player_kind": {"human", "agent"},
+    "associate_kind": {"human", "agent"},
+    "sender_kind": {"human", "agent"},
+}
+VALUE_CHECKS = {
+    "decisions": ("treatment", "associate_type", "label_setting", "game", "choice", "associate_choice",
+                  "player_kind", "associate_kind"),
+    "messages": ("game", "sender_kind"),
+    "participants": ("treatment", "associate_type", "label_setting"),
+    "llm_calls": ("treatment",),
+}
+STRATEGY_LABELS = {"A", "B", ""}
+TRUE_WORDS, FALSE_WORDS = {"true", "1", "yes", "y", "t"}, {"false", "0", "no", "n", "f"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    column: str
+    message: str
+    level: str = "error"  # "error": data left out; "warning": data kept, check it; "info"
+
+    def __str__(self) -> str:
+        column = f" column `{self.column}`:" if self.column else ""
+        return f"{self.file}:{column} {self.message}"
+
+
+@dataclass
+class Exports:
+    """The tables of one or more sessions, concatenated, typed and checked."""
+
+    tables: dict[str, pd.DataFrame]
+    files: pd.DataFrame  # file, table, rows: what was read from where
+    problems: list[Problem] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        tables = self.__dict__.get("tables", {})
+        if name in SPEC_BY_NAME:
+            return tables.get(name, _empty_table(SPEC_BY_NAME[name]))
+        raise AttributeError(name)
+
+
+def _empty_table(spec: TableSpec) -> pd.DataFrame:
+    return _convert_types(spec.name, pd.DataFrame(columns=list(spec.required + spec.contract), dtype=object))
+
+
+def to_bool(values: pd.Series) -> pd.Series:
+    """'True'/'False' (and 1/0, yes/no) to a nullable boolean; anything else to <NA>."""
+    words = values.astype(str).str.strip().str.lower()
+    result = pd.Series(pd.NA, index=values.index, dtype="boolean")
+    result[words.isin(TRUE_WORDS)] = True
+    result[words.isin(FALSE_WORDS)] = False
+    return result
+
+
+def identify(columns: Iterable[str]) -> TableSpec | None:
+    present = set(columns)
+    for spec in TABLE_SPECS:
+        if set(spec.signature) <= present:
+            return spec
+    return None
+
+
+def load_exports(paths: str | Path | Iterable[str | Path]) -> Exports:
+    """Read every ``*.csv`` under the given folders (recursively) and files."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: list[Path] = []
+    problems: list[Problem] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.extend(sorted(path.rglob("*.csv")))
+        elif path.is_file():
+            files.append(path)
+        else:
+            problems.append(Problem(str(path), "", "no such file or folder"))
+    if not files and not problems:
+        problems.append(Problem(", ".join(map(str, paths)), "", "no CSV files found"))
+
+    parts: dict[str, list[pd.DataFrame]] = {}
+    inventory = []
+    for path in files:
+        frame, spec, file_problems = _read_one(path)
+        problems.extend(file_problems)
+        inventory.append({"file": str(path), "table": spec.name if spec else "", "rows": len(frame)
+                          if frame is not None else 0})
+        if frame is not None and spec is not None:
+            parts.setdefault(spec.name, []).append(frame)
+
+    tables = {}
+    for name, frames in parts.items():
+        table = pd.concat(frames, ignore_index=True)
+        before = len(table)
+        # The same session exported twice (e.g. per app and per session) must count once.
+        table = table.drop_duplicates(subset=[c for c in table.columns if c != "_file"], ignore_index=True)
+        if len(table) < before:
+            problems.append(Problem(name, "", f"{before - len(table)} duplicate rows (the same data in "
+                                    "two files) counted once", "info"))
+        tables[name] = _convert_types(name, table)
+    return Exports(tables, pd.DataFrame(inventory, columns=["file", "table", "rows"]), problems)
+
+
+def from_otree_bot_export(folder: str | Path) -> Exports:
+    """The exports ``otree test CONFIG N --export FOLDER`` wrote, plus any custom exports there.
+
+    oTree writes its standard per-app and wide exports next to the custom ones; those are
+    recognised and left out quietly. A folder without a decisions table is an error.
+    """
+    exports = load_exports(folder)
+    if exports.decisions.empty:
+        exports.problems.append(Problem(str(folder), "choice", "no decisions table among the bot "
+                                        "exports: does the app define the custom export of DATA.md?"))
+    return exports
+
+
+def _read_one(path: Path) -> tuple[pd.DataFrame | None, TableSpec | None, list[Problem]]:
+    name = str(path)
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except pd.errors.EmptyDataError:
+        return None, None, [Problem(name, "", "empty file", "warning")]
+    except (UnicodeDecodeError, pd.errors.ParserError) as error:
+        return None, None, [Problem(name, "", f"not a readable UTF-8 CSV ({error})")]
+    frame.columns = [str(c).strip() for c in frame.columns]
+    spec = identify(frame.columns)
+    if spec is None:
+        if any(c.startswith(("participant.", "session.", "player.")) for c in frame.columns):
+            return None, None, [Problem(name, "", "oTree's standard export, not a table of DATA.md: "
+                                        "not used", "info")]
+        return None, None, [Problem(name, "", "not a table of DATA.md (no columns choice+game+round, "
+                                    "text+stage, svo_angle, prompt_version or annotator): not used",
+                                    "warning")]
+    missing_required = [c for c in spec.required if c not in frame.columns]
+    if missing_required:
+        return None, spec, [Problem(name, c, f"missing in the {spec.name} table: the file is not used")
+                            for c in missing_required]
+    problems = []
+    missing_contract = [c for c in spec.contract if c not in frame.columns]
+    for column in missing_contract:
+        frame[column] = ""
+    if missing_contract:
+        problems.append(Problem(name, ", ".join(missing_contract), f"missing in the {spec.name} table; "
+                                "the parts of the report that need it have no data", "warning"))
+    frame, value_problems = _check_values(name, spec, frame)
+    frame["_file"] = name
+    return frame, spec, problems + value_problems
+
+
+def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[Problem]]:
+    problems = []
+    if spec.name in ("annotations", "motives"):
+        filled = frame["annotator"].str.strip() != ""
+        if not filled.all():
+            problems.append(Problem(name, "annotator", f"{(~filled).sum()} rows without an annotator id "
+                                    "(an unfilled template?) not used", "warning"))
+            frame = frame[filled]
+    if spec.name == "annotations":
+        for column in LABEL_COLUMNS[:4]:
+            frame[column] = frame[column].str.strip().str.upper()
+            bad = ~frame[column].isin(STRATEGY_LABELS)
+            if bad.any():
+                problems.append(Problem(name, column, f"{bad.sum()} labels other than A, B or empty "
+                                        f"({_examples(frame.loc[bad, column])}) read as unclear", "warning"))
+                frame.loc[bad, column] = ""
+    for column in VALUE_CHECKS.get(spec.name, ()):
+        values = frame[column].str.strip()
+        bad = ~values.isin(ALLOWED_VALUES[column])
+        if spec.name == "messages" and column == "sender_kind":
+            bad &= values != ""
+        if bad.any():
+            hint = " (a session from another app?)" if bad.all() and column == "treatment" else ""
+            problems.append(Problem(name, column, f"{bad.sum()} of {len(frame)} rows have values outside "
+                                    f"DATA.md ({_examples(frame.loc[bad, column])}){hint}: rows not used"))
+            frame = frame[~bad]
+    if spec.name == "decisions":
+        rounds = pd.to_numeric(frame["round"], errors="coerce")
+        bad = rounds.isna() | (rounds < 1)
+        if bad.any():
+            problems.append(Problem(name, "round", f"{bad.sum()} rows without a round number ≥ 1: not used"))
+            frame = frame[~bad]
+    if spec.name == "participants":
+        for column in LIKERT_COLUMNS:
+            values = pd.to_numeric(frame[column], errors="coerce")
+            outside = values.notna() & ~values.between(protocol.LIKERT_MIN, protocol.LIKERT_MAX)
+            if outside.any():
+                problems.append(Problem(name, column, f"{outside.sum()} ratings outside "
+                                        f"{protocol.LIKERT_MIN}..{protocol.LIKERT_MAX} read as missing",
+                                        "warning"))
+                frame.loc[outside, column] = ""
+    if frame.empty:
+        problems.append(Problem(name, "", f"no usable rows in the {spec.name} table", "warning"))
+    return frame.copy(), problems
+
+
+def _examples(values: pd.Series) -> str:
+    distinct = [repr(v) for v in values.unique()[:3]]
+    return ", ".join(distinct) + (", …" if values.nunique() > 3 else "")
+
+
+def _convert_types(name: str, table: pd.DataFrame) -> pd.DataFrame:
+    table = table.copy()
+    numeric = {
+        "decisions": ("round", "game_index", "payoff", "associate_payoff", "decided_at"),
+        "messages": ("round", "stage", "stage_started_at", "sent_at"),
+        "participants": ("quiz_attempts", "norm_estimate_WC", "norm_estimate_WoC", "norm_true_WC",
+                         "norm_true_WoC", "llm_familiarity", "svo_angle", "age", "points_WC", "points_WoC",
+                         "payout") + LIKERT_COLUMNS + tuple(f"svo_item_{i}" for i in range(1, 7)),
+        "llm_calls": ("round_number", "attempt", "input_tokens", "output_tokens", "cost", "time_sent",
+                      "time_first_byte", "time_done", "retries"),
+        "motives": MOTIVES,
+    }.get(name, ())
+    booleans = {
+        "decisions": ("timed_out",),
+        "messages": ("sent_in_time",),
+        "participants": ("norm_correct_WC", "norm_correct_WoC"),
+        "annotations": ("agreement",),
+        "llm_calls": ("simulated",),
+    }.get(name, ())
+    for column in numeric:
+        if column in table:
+            table[column] = pd.to_numeric(table[column], errors="coerce")
+    for column in booleans:
+        if column in table:
+            table[column] = to_bool(table[column])
+    for column in table.columns:
+        if column not in numeric and column not in booleans:
+            table[column] = table[column].fillna("").astype(str).str.strip()
+    return table

@@ -1,0 +1,121 @@
+"""Writing the report: tables as CSV, figures as PNG and SVG, one HTML page showing them all."""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from analysis import annotation
+from analysis.load import Exports, load_exports
+from analysis.results import Analysis, Section, analyse
+
+TEMPLATE_NAME = "annotation_template.csv"
+FIGURE_FORMATS = ("png", "svg")
+STATISTICS_NOTE = (
+    "Two-tailed Mann–Whitney U tests report R's W (the U statistic of the first group); proportions "
+    "are compared with R's prop.test (χ² with Yates' continuity correction); Cohen's d uses the "
+    "pooled standard deviation and Cohen's h the arcsine transform, both as group 1 minus group 2; "
+    "one-sample Wilcoxon signed-rank tests report R's V (sum of the positive ranks). p-values are "
+    "two-tailed and not adjusted for multiple comparisons, as in the paper; Tukey HSD is adjusted.")
+
+
+def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
+        glm_degree: dict[str, int] | int | None = None) -> Analysis:
+    """Load the exports, analyse them and write the report folder. Returns the analysis."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    exports = load_exports(export_dirs if isinstance(export_dirs, list) else [export_dirs])
+    return write_report(exports, out, glm_degree=glm_degree)
+
+
+def write_report(exports: Exports, out: Path, *, glm_degree: dict[str, int] | int | None = None) -> Analysis:
+    out.mkdir(parents=True, exist_ok=True)
+    template_path = out / TEMPLATE_NAME
+    analysis = analyse(exports, template_path=template_path, glm_degree=glm_degree)
+    annotation.write_template(analysis.conversations, template_path)
+    tables_dir, figures_dir = out / "tables", out / "figures"
+    tables_dir.mkdir(exist_ok=True)
+    figures_dir.mkdir(exist_ok=True)
+    for name, table in analysis.tidy_tables().items():
+        table.to_csv(tables_dir / f"tidy_{name}.csv", index=False)
+    for section in analysis.sections:
+        for name, table in section.tables.items():
+            table.to_csv(tables_dir / f"{_stem(section)}{name}.csv", index=False)
+        for name, draw in list(section.figures.items()):
+            try:
+                figure = draw()
+            except Exception as error:  # a figure that fails must not cost the rest of the report
+                section.notes.append(f"Figure {name} could not be drawn: {type(error).__name__}: {error}")
+                del section.figures[name]
+                continue
+            for suffix in FIGURE_FORMATS:
+                figure.savefig(figures_dir / f"{name}_{section.label_setting}.{suffix}", dpi=110)
+            plt.close(figure)
+    (out / "report.html").write_text(render_html(analysis, out), encoding="utf-8")
+    return analysis
+
+
+def _stem(section: Section) -> str:
+    setting = f"{section.label_setting}_" if section.label_setting else ""
+    return f"{section.key}_{setting}"
+
+
+def _format_table(table: pd.DataFrame) -> str:
+    if table.empty:
+        return "<p class='note'>(no rows)</p>"
+    shown = table.copy()
+    for column in shown.columns:
+        if column.endswith("p_value"):
+            shown[column] = shown[column].map(lambda p: "" if pd.isna(p) else f"{p:.3g}")
+        elif pd.api.types.is_float_dtype(shown[column]):
+            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.3f}".rstrip("0").rstrip("."))
+    return shown.to_html(index=False, escape=True, border=0, classes="table")
+
+
+def render_html(analysis: Analysis, out: Path) -> str:
+    exports = analysis.exports
+    parts = [
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<title>Machine penalty — analysis report</title>",
+        "<style>body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
+        "table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}"
+        "td,th{border-bottom:1px solid #ddd;padding:2px 8px;text-align:right}"
+        "th{background:#f3f3f3}.note{color:#555}.error{color:#a00}.warning{color:#a60}"
+        "img{max-width:100%}h2{border-top:2px solid #333;padding-top:0.5em}</style></head><body>",
+        "<h1>Analysis report</h1>",
+        f"<p class='note'>Generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from "
+        f"{len(exports.files)} CSV files. {html.escape(STATISTICS_NOTE)}</p>",
+        "<p class='note'>Cooperation rates are per participant over the rounds of the game with "
+        "communication (WC), the paper's headline measure; label settings are reported separately "
+        "(informed = main text, uninformed = SI Note 3).</p>",
+    ]
+    parts.append("<h2>Problems with the input</h2>")
+    if exports.problems:
+        parts.append("<ul>" + "".join(f"<li class='{p.level}'>[{p.level}] {html.escape(str(p))}</li>"
+                                      for p in exports.problems) + "</ul>")
+    else:
+        parts.append("<p class='note'>None.</p>")
+    for section in analysis.sections:
+        parts.append(f"<h2 id='{_stem(section)}'>{html.escape(section.title)}</h2>")
+        parts.append(f"<p class='note'>Reproduces: {html.escape(section.reproduces)}</p>")
+        for note in section.notes:
+            parts.append(f"<p>{html.escape(note)}</p>")
+        for name in section.figures:
+            image = f"figures/{name}_{section.label_setting}.png"
+            parts.append(f"<p><img src='{image}' alt='{html.escape(name)}'></p>")
+        for name, table in section.tables.items():
+            if name == "curve":
+                continue  # the fitted curve is drawn and written as CSV; 101 rows help nobody here
+            csv_name = f"tables/{_stem(section)}{name}.csv"
+            parts.append(f"<h3>{html.escape(name.replace('_', ' '))} "
+                         f"<small>(<a href='{csv_name}'>CSV</a>)</small></h3>")
+            parts.append(_format_table(table))
+    parts.append("<h2>Tidy tables</h2><ul>" + "".join(
+        f"<li><a href='tables/tidy_{name}.csv'>tidy_{name}.csv</a> — {len(table)} rows</li>"
+        for name, table in analysis.tidy_tables().items()) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

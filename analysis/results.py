@@ -1,0 +1,501 @@
+"""The paper's results section, computed: one ``Section`` per figure or table, per label setting.
+
+Each section holds its tables (DataFrames), the figures it draws and notes in plain words —
+including why a part has no result (no annotations yet, an empty treatment, a missing column).
+Comparisons list the groups in the paper's order; every effect size is group 1 minus group 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+import protocol
+from analysis import annotation, figures, models, stats, tidy
+from analysis.load import MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports
+
+TREATMENT_ORDER = ("H-H", "H-F", "H-C", "H-S")  # the order of the pairs in Tables S2, S3, S5…
+AGENT_TREATMENTS = ("H-F", "H-C", "H-S")
+SIMULATION_TREATMENT = "A-A"
+PERSONA_ORDER = ("fair", "cooperative", "selfish")
+PAPER_GLM_DEGREE = {"informed": 3, "uninformed": 4}  # Fig. 3 cubic, Fig. S19 quartic
+PAPER_REFERENCES = {  # (informed, uninformed)
+    "cooperation": ("Fig. 1, Tables S1 and S12", "Fig. S16, Tables S9 and S10"),
+    "agreements": ("Fig. 2, Table S2", "Fig. S17, Table S11"),
+    "breach_glm": ("Fig. 3", "Fig. S19"),
+    "norms_perceptions": ("Fig. 4, Table S3", "Fig. S20, Table S5"),
+    "seven_c": ("Fig. S1, Table S8", "Fig. S21, Table S6"),
+    "norms_cooperation": ("Fig. S2", "Fig. S24"),
+    "motives": ("Fig. S3", "Fig. S18"),
+    "perception_glm": ("Table S13", "Table S7"),
+    "believed_human": ("—", "Fig. S25"),
+}
+NORM_GROUP_LABELS = {0: "0–20 %", 1: "20–40 %", 2: "40–60 %", 3: "60–100 %"}
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    reproduces: str
+    label_setting: str = ""
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    # name -> a function drawing the matplotlib Figure; drawn only when the report is written
+    figures: dict[str, Callable[[], Figure]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Analysis:
+    exports: Exports
+    decisions: pd.DataFrame
+    conversations: pd.DataFrame
+    sides: pd.DataFrame
+    participants: pd.DataFrame
+    agents: pd.DataFrame
+    resolved_labels: pd.DataFrame
+    kappa: pd.DataFrame
+    sections: list[Section]
+    template_path: Path | None = None
+
+    def tidy_tables(self) -> dict[str, pd.DataFrame]:
+        return {"decisions": self.decisions, "conversations": self.conversations, "sides": self.sides,
+                "participants": self.participants, "agents": self.agents}
+
+
+# --- Pairwise comparisons --------------------------------------------------------------------
+def pairwise_mann_whitney(data: pd.DataFrame, value: str, group: str, groups: tuple[str, ...],
+                          notes: list[str], what: str) -> pd.DataFrame:
+    """Median, mean, W, p and Cohen's d for every pair of groups, in the given order."""
+    rows = []
+    samples = {g: data.loc[data[group] == g, value].dropna() for g in groups}
+    for first, second in stats.ordered_pairs(groups):
+        x, y = samples[first], samples[second]
+        if x.empty or y.empty:
+            continue
+        test = stats.mann_whitney(x, y)
+        rows.append({"comparison": f"{first} vs. {second}", "n1": len(x), "n2": len(y),
+                     "median1": x.median(), "median2": y.median(), "mean1": x.mean(), "mean2": y.mean(),
+                     "W": test.statistic, "p_value": test.p_value, "cohens_d": stats.cohens_d(x, y)})
+    empty = [g for g in groups if samples[g].empty]
+    if empty:
+        notes.append(f"{what}: no data for {', '.join(empty)} — comparisons with it are left out.")
+    return pd.DataFrame(rows)
+
+
+def pairwise_proportions(counts: pd.DataFrame, groups: tuple[str, ...]) -> pd.DataFrame:
+    """``counts`` indexed by group with ``successes`` and ``trials``: percentages, χ², p, h."""
+    rows = []
+    for first, second in stats.ordered_pairs(groups):
+        if first not in counts.index or second not in counts.index:
+            continue
+        (x1, n1), (x2, n2) = counts.loc[first, ["successes", "trials"]], counts.loc[second, ["successes", "trials"]]
+        if n1 == 0 or n2 == 0:
+            continue
+        test = stats.prop_test((int(x1), int(x2)), (int(n1), int(n2)))
+        rows.append({"comparison": f"{first} vs. {second}", "percentage1": 100 * x1 / n1,
+                     "percentage2": 100 * x2 / n2, "chi2": test.statistic, "p_value": test.p_value,
+                     "cohens_h": stats.cohens_h(x1 / n1, x2 / n2)})
+    return pd.DataFrame(rows)
+
+
+def _present(values: pd.Series, order: tuple[str, ...]) -> tuple[str, ...]:
+    found = set(values.dropna())
+    return tuple(g for g in order if g in found)
+
+
+def _label_title(label_setting: str) -> str:
+    return {"informed": "label-informed (the paper's main text)",
+            "uninformed": "label-uninformed (the paper's SI Note 3)"}.get(label_setting, label_setting)
+
+
+# --- Sections ----------------------------------------------------------------------------------
+def cooperation_section(participants: pd.DataFrame, agents: pd.DataFrame, label_setting: str) -> Section:
+    section = Section("cooperation", "Cooperation of participants and agents", "", label_setting)
+    section.notes.append("Headline: cooperation rate per participant over the rounds of the game with "
+                         "communication (WC), as in the paper's main results; the game without "
+                         "communication (WoC) is reported alongside.")
+    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
+    lab_agents = agents[agents["treatment"].isin(AGENT_TREATMENTS)]
+    treatments = _present(humans.loc[humans["rounds_WC"] > 0, "treatment"], TREATMENT_ORDER)
+    missing = [t for t in TREATMENT_ORDER if t not in treatments]
+    if missing:
+        section.notes.append(f"No participants with WC decisions in {', '.join(missing)}.")
+    summary = []
+    for game in protocol.GAMES:
+        for treatment in TREATMENT_ORDER:
+            rates = humans.loc[humans["treatment"] == treatment, f"cooperation_rate_{game}"].dropna()
+            if not rates.empty:
+                summary.append({"who": "participants", "group": treatment, "game": game, "n": len(rates),
+                                "mean": rates.mean(), "sd": rates.std(), "median": rates.median()})
+        for persona in PERSONA_ORDER:
+            rates = lab_agents.loc[lab_agents["persona"] == persona, f"cooperation_rate_{game}"].dropna()
+            if not rates.empty:
+                summary.append({"who": "agents", "group": persona, "game": game, "n": len(rates),
+                                "mean": rates.mean(), "sd": rates.std(), "median": rates.median()})
+    section.tables["cooperation_rates"] = pd.DataFrame(summary)
+    for game in protocol.GAMES:
+        section.tables[f"participants_pairwise_{game}"] = pairwise_mann_whitney(
+            humans, f"cooperation_rate_{game}", "treatment", treatments, section.notes if game == "WC" else [],
+            "participants' cooperation")
+    personas = _present(lab_agents.loc[lab_agents["rounds_WC"] > 0, "persona"], PERSONA_ORDER)
+    section.tables["agents_pairwise_WC"] = pairwise_mann_whitney(
+        lab_agents, "cooperation_rate_WC", "persona", personas, [], "agents' cooperation")
+    rated = humans.dropna(subset=["cooperation_rate_WC"])
+    if rated["treatment"].nunique() >= 2:
+        section.tables["anova_WC"] = stats.one_way_anova(rated["cooperation_rate_WC"], rated["treatment"])
+        section.tables["tukey_hsd_WC"] = stats.tukey_hsd(rated["cooperation_rate_WC"], rated["treatment"])
+    else:
+        section.notes.append("ANOVA and Tukey HSD need at least two treatments with participants.")
+    if not rated.empty or not lab_agents.empty:
+        section.figures["fig1_cooperation"] = partial(figures.cooperation, humans, lab_agents, treatments, personas)
+    return section
+
+
+def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_setting: str,
+                       template_path: Path | None) -> Section:
+    section = Section("agreements", "Cooperation agreements and promise breaches", "", label_setting)
+    labelled = conversations[conversations["agreement"].notna()]
+    where = f" at {template_path}" if template_path else ""
+    if labelled.empty:
+        section.notes.append(f"No annotations yet — fill the template{where} (one copy per annotator, "
+                             "the annotator's id in the `annotator` column; a third expert's rows with "
+                             "`annotator = resolver`) and put the filled files with the exports.")
+        return section
+    unlabelled = len(conversations) - len(labelled)
+    if unlabelled:
+        section.notes.append(f"{unlabelled} of {len(conversations)} conversations have no resolved label "
+                             "and are left out (not annotated yet, or annotators disagree without a "
+                             "resolver).")
+    machine = (labelled["label_source"] == "machine").sum()
+    if machine:
+        section.notes.append(f"{machine} conversations are labelled by machine annotation only.")
+    treatments = _present(labelled["treatment"], TREATMENT_ORDER)
+    agreed_sides = sides[(sides["agreement"] == True) & sides["treatment"].isin(treatments)]  # noqa: E712
+    counts = {
+        "agreements": labelled.groupby("treatment").agg(successes=("agreement", "sum"),
+                                                        trials=("agreement", "size")),
+        "human_breaches": _breach_counts(agreed_sides, "human"),
+        "agent_breaches": _breach_counts(agreed_sides, "agent"),
+    }
+    rates = []
+    for dimension, table in counts.items():
+        for treatment in treatments:
+            if treatment in table.index:
+                successes, trials = table.loc[treatment, ["successes", "trials"]]
+                rates.append({"dimension": dimension, "treatment": treatment, "count": int(successes),
+                              "of": int(trials), "percentage": 100 * successes / trials if trials else np.nan})
+    section.tables["rates"] = pd.DataFrame(rates)
+    comparisons = []
+    for dimension, table in counts.items():
+        groups = AGENT_TREATMENTS if dimension == "agent_breaches" else TREATMENT_ORDER
+        pairwise = pairwise_proportions(table, tuple(g for g in groups if g in treatments))
+        pairwise.insert(0, "dimension", dimension)
+        comparisons.append(pairwise)
+    section.tables["pairwise"] = pd.concat(comparisons, ignore_index=True)
+    section.figures["fig2_agreements_breaches"] = partial(figures.agreements, section.tables["rates"], treatments)
+    return section
+
+
+def _breach_counts(agreed_sides: pd.DataFrame, kind: str) -> pd.DataFrame:
+    own = agreed_sides[agreed_sides["kind"] == kind]
+    return own.groupby("treatment").agg(successes=("breached", "sum"), trials=("breached", "size"))
+
+
+def breach_glm_section(participants: pd.DataFrame, label_setting: str, degree: int) -> Section:
+    section = Section("breach_glm", "Human cooperation and agents' promise breaking", "", label_setting)
+    data = participants[participants["treatment"].isin(AGENT_TREATMENTS)]
+    data = data.dropna(subset=["agent_breach_frequency"])
+    if data.empty:
+        section.notes.append("No participant with an annotated agreement round with an agent: the "
+                             "agents' promise-breaking frequency needs annotations (see the agreements "
+                             "section).")
+        return section
+    section.notes.append(f"Binomial GLM (logit link) of each participant's WC cooperations out of WC rounds "
+                         f"on the powers 1..{degree} of f, the share of the participant's agreement rounds "
+                         "in which the agent chose B. Participants without an agreement round have no f "
+                         f"and are left out ({len(data)} participants in the model).")
+    try:
+        fitted = models.breach_polynomial_glm(data, degree)
+    except (ValueError, np.linalg.LinAlgError) as error:
+        section.notes.append(f"The model could not be fitted: {error}")
+        return section
+    section.tables["coefficients"] = fitted.coefficients
+    section.tables["fit"] = fitted.fit_summary
+    curve = models.breach_curve(fitted)
+    section.tables["curve"] = curve
+    section.figures["fig3_breach_glm"] = partial(figures.breach_glm, data, curve)
+    return section
+
+
+def norms_perceptions_section(participants: pd.DataFrame, label_setting: str) -> Section:
+    section = Section("norms_perceptions", "Norm estimates and perceptions of the associates", "",
+                      label_setting)
+    section.notes.append("Norm estimate: the interval chosen for the other participants' cooperation in the "
+                         "WC game (index 0 = 0–20 % … 4 = 80–100 %); tests on the index.")
+    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
+    treatments = _present(humans["treatment"], TREATMENT_ORDER)
+    distribution = (humans.dropna(subset=["norm_estimate_WC"]).groupby(["treatment", "norm_estimate_WC"])
+                    .size().rename("participants").reset_index())
+    section.tables["norm_estimates"] = distribution
+    section.tables["norm_pairwise"] = pairwise_mann_whitney(humans, "norm_estimate_WC", "treatment", treatments,
+                                                            section.notes, "norm estimates")
+    section.tables["perception_pairwise"] = _items_pairwise(humans, PERCEPTION_COLUMNS, "perception_", treatments)
+    if humans[["norm_estimate_WC", *PERCEPTION_COLUMNS]].notna().any().any():
+        section.figures["fig4_norms_perceptions"] = partial(figures.norms_perceptions, humans, treatments)
+    else:
+        section.notes.append("No questionnaire answers (participants table) for this label setting.")
+    return section
+
+
+def _items_pairwise(humans: pd.DataFrame, columns: tuple[str, ...], prefix: str,
+                    treatments: tuple[str, ...]) -> pd.DataFrame:
+    parts = []
+    for column in columns:
+        table = pairwise_mann_whitney(humans, column, "treatment", treatments, [], column)
+        if not table.empty:
+            table.insert(1, "dimension", column.removeprefix(prefix))
+            parts.append(table)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def seven_c_section(participants: pd.DataFrame, label_setting: str) -> Section:
+    section = Section("seven_c", "Communication quality (7C)", "", label_setting)
+    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
+    treatments = _present(humans["treatment"], TREATMENT_ORDER)
+    section.tables["seven_c_pairwise"] = _items_pairwise(humans, SEVEN_C_COLUMNS, "c7_", treatments)
+    if humans[list(SEVEN_C_COLUMNS)].notna().any().any():
+        section.figures["figS1_seven_c"] = partial(figures.likert_boxes, humans, SEVEN_C_COLUMNS, "c7_", treatments,
+                                                                "Communication quality (7C)")
+    else:
+        section.notes.append("No 7C ratings for this label setting.")
+    return section
+
+
+def norms_cooperation_section(participants: pd.DataFrame, label_setting: str) -> Section:
+    section = Section("norms_cooperation", "Norm estimates and cooperation", "", label_setting)
+    section.notes.append("Participants grouped by their norm estimate (60–80 % and 80–100 % merged, as in the "
+                         "paper); within each group, WC cooperation compared between treatments.")
+    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)].dropna(
+        subset=["norm_estimate_WC", "cooperation_rate_WC"]).copy()
+    if humans.empty:
+        section.notes.append("No participant with both a norm estimate and WC decisions.")
+        return section
+    humans["norm_group"] = humans["norm_estimate_WC"].clip(upper=3).astype(int).map(NORM_GROUP_LABELS)
+    section.tables["cooperation_by_norm"] = (humans.groupby(["norm_group", "treatment"])["cooperation_rate_WC"]
+                                             .agg(participants="size", mean="mean", sd="std").reset_index())
+    parts = []
+    for group in NORM_GROUP_LABELS.values():
+        subset = humans[humans["norm_group"] == group]
+        table = pairwise_mann_whitney(subset, "cooperation_rate_WC", "treatment",
+                                      _present(subset["treatment"], TREATMENT_ORDER), [], group)
+        if not table.empty:
+            table.insert(0, "norm_group", group)
+            parts.append(table)
+    section.tables["pairwise"] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    section.figures["figS2_norms_cooperation"] = partial(figures.norms_cooperation, section.tables["cooperation_by_norm"])
+    return section
+
+
+def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_setting: str) -> Section:
+    section = Section("motives", "Motives of the agents' promise breaches", "", label_setting)
+    if motives.empty:
+        section.notes.append("No motive ratings: this part needs the optional motives CSV (columns "
+                             "conversation_id, annotator, " + ", ".join(MOTIVES) + "; −3..3).")
+        return section
+    keyed = motives.merge(conversations[["conversation_id", "label_setting", "p2_persona"]],
+                          on="conversation_id", how="inner")
+    unmatched = len(motives) - len(motives[motives["conversation_id"].isin(conversations["conversation_id"])])
+    if unmatched:
+        section.notes.append(f"{unmatched} motive ratings name conversations not in the decisions: left out.")
+    keyed = keyed[(keyed["label_setting"] == label_setting) & (keyed["p2_persona"] != "")]
+    if keyed.empty:
+        section.notes.append("No motive ratings for conversations of this label setting.")
+        return section
+    section.notes.append("Both annotators' ratings are kept (not reconciled), as in SI Note 2; one-sample "
+                         "Wilcoxon signed-rank test of each motive against 0.")
+    rows = []
+    for persona in _present(keyed["p2_persona"], PERSONA_ORDER):
+        for motive in MOTIVES:
+            ratings = keyed.loc[keyed["p2_persona"] == persona, motive].dropna()
+            if ratings.empty:
+                continue
+            row = {"persona": persona, "motive": motive, "ratings": len(ratings), "mean": ratings.mean(),
+                   "median": ratings.median(), "V": np.nan, "p_value": np.nan}
+            if (ratings != 0).any():
+                test = stats.signed_rank(ratings)
+                row.update(V=test.statistic, p_value=test.p_value)
+            rows.append(row)
+    section.tables["motive_tests"] = pd.DataFrame(rows)
+    section.figures["figS3_motives"] = partial(figures.motives, keyed)
+    return section
+
+
+def perception_glm_section(participants: pd.DataFrame, label_setting: str) -> Section:
+    section = Section("perception_glm", "What predicts cooperation: norms, perceptions, 7C", "", label_setting)
+    section.notes.append("Binomial GLM (logit) of WC cooperations out of WC rounds on the 7C ratings, the "
+                         "perception ratings and the WC norm estimate, all standardised (z-scores); the "
+                         "agent model adds treatment dummies with H-F as the baseline. AICc = AIC + "
+                         "2k(k+1)/(n−k−1).")
+    for name, treatments in (("humans_vs_humans", ("H-H",)), ("humans_vs_agents", AGENT_TREATMENTS)):
+        present = tuple(t for t in treatments if (participants["treatment"] == t).any())
+        if not present:
+            section.notes.append(f"{name}: no participants.")
+            continue
+        try:
+            fitted = models.perception_glm(participants, present)
+        except (ValueError, np.linalg.LinAlgError) as error:
+            section.notes.append(f"{name}: {error}")
+            continue
+        section.tables[f"{name}_coefficients"] = fitted.coefficients
+        section.tables[f"{name}_fit"] = fitted.fit_summary
+    return section
+
+
+def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Section:
+    section = Section("believed_human", "Did participants believe their associates were human?", "",
+                      label_setting)
+    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
+    rows = []
+    for treatment in _present(humans["treatment"], TREATMENT_ORDER):
+        ratings = humans.loc[humans["treatment"] == treatment, "believed_human"].dropna()
+        if ratings.empty or not (ratings != 0).any():
+            continue
+        test = stats.signed_rank(ratings)
+        rows.append({"treatment": treatment, "n": len(ratings), "mean": ratings.mean(),
+                     "median": ratings.median(), "V": test.statistic, "p_value": test.p_value})
+    section.tables["believed_human_tests"] = pd.DataFrame(rows)
+    if not rows:
+        section.notes.append("No `believed_human` ratings different from 0.")
+    return section
+
+
+def simulation_section(agents: pd.DataFrame, sides: pd.DataFrame) -> Section:
+    section = Section("simulation", "Agent-vs-agent simulations", "SI Note 4 (Fig. S22A, Fig. S23)")
+    section.notes.append("Agents of the simulation lab (treatment A-A), per model (when the model calls are "
+                         "exported) and persona; the simulation lab draws its own figures.")
+    simulated = agents[agents["treatment"] == SIMULATION_TREATMENT].copy()
+    simulated["model"] = simulated["model"].fillna("") if "model" in simulated else ""
+    rows = []
+    for (model, persona), group in simulated.groupby(["model", "persona"]):
+        for game in protocol.GAMES:
+            rates = group[f"cooperation_rate_{game}"].dropna()
+            if not rates.empty:
+                rows.append({"model": model, "persona": persona, "game": game, "agents": len(rates),
+                             "mean": rates.mean(), "sd": rates.std(), "median": rates.median()})
+    section.tables["cooperation_rates"] = pd.DataFrame(rows)
+    parts = []
+    for model, group in simulated.groupby("model"):
+        table = pairwise_mann_whitney(group, "cooperation_rate_WC", "persona",
+                                      _present(group["persona"], PERSONA_ORDER), [], "simulated agents")
+        if not table.empty:
+            table.insert(0, "model", model)
+            parts.append(table)
+    section.tables["pairwise_WC"] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    annotated = sides[(sides["treatment"] == SIMULATION_TREATMENT) & sides["agreement"].notna()]
+    if annotated.empty:
+        section.notes.append("No annotations of the simulated conversations: agreements and breaches need them.")
+        return section
+    agreed = annotated[annotated["agreement"] == True]  # noqa: E712
+    section.tables["agreements_breaches"] = pd.DataFrame({
+        "conversations": annotated.groupby("persona").size(),
+        "agreement_percentage": 100 * annotated.groupby("persona")["agreement"].mean().astype(float),
+        "agreements": agreed.groupby("persona").size(),
+        "breach_percentage": 100 * agreed.groupby("persona")["breached"].mean().astype(float),
+    }).reindex([p for p in PERSONA_ORDER if p in set(annotated["persona"])]).rename_axis("persona").reset_index()
+    return section
+
+
+# --- Everything --------------------------------------------------------------------------------
+def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
+    section = Section("overview", "Data", "Table S4 (sessions)")
+    if not decisions.empty:
+        keys = ["session_code", "source", "treatment", "label_setting", "game_order"]
+        people = (decisions.groupby(keys + ["player_kind"])["player_code"].nunique()
+                  .unstack("player_kind", fill_value=0).reindex(columns=["human", "agent"], fill_value=0)
+                  .rename(columns={"human": "participants", "agent": "agents"}))
+        counts = decisions.groupby(keys).agg(decisions=("choice", "size"),
+                                             timed_out=("timed_out", lambda s: int(s.fillna(False).sum())))
+        section.tables["sessions"] = people.join(counts).reset_index().sort_values(
+            ["source", "label_setting", "treatment", "game_order"], ignore_index=True)
+    else:
+        section.notes.append("No decisions were loaded: most of the report is empty.")
+    section.tables["files"] = exports.files
+    calls = exports.llm_calls
+    if not calls.empty:
+        section.tables["llm_calls"] = calls.groupby(["treatment", "model", "status"]).agg(
+            calls=("status", "size"), input_tokens=("input_tokens", "sum"), output_tokens=("output_tokens", "sum"),
+            cost=("cost", "sum")).reset_index()
+    return section
+
+
+def annotation_section(kappa: pd.DataFrame, resolved: pd.DataFrame, template_path: Path | None) -> Section:
+    section = Section("annotation", "Annotation of the conversations", "SI Note 2")
+    if template_path:
+        section.notes.append(f"Annotation template (one row per WC conversation, players anonymised): "
+                             f"{template_path}")
+    if resolved.empty:
+        section.notes.append("No annotations loaded yet.")
+        return section
+    section.tables["inter_annotator_agreement"] = kappa
+    section.tables["label_sources"] = resolved["label_source"].value_counts().rename_axis(
+        "label_source").reset_index(name="conversations")
+    return section
+
+
+def analyse(exports: Exports, *, template_path: Path | None = None,
+            glm_degree: dict[str, int] | int | None = None) -> Analysis:
+    """Compute every table and figure of the report from loaded exports."""
+    degrees = dict(PAPER_GLM_DEGREE)
+    if isinstance(glm_degree, int):
+        degrees = {setting: glm_degree for setting in degrees}
+    elif glm_degree:
+        degrees.update(glm_degree)
+    decisions = tidy.decisions_table(exports)
+    resolved = annotation.resolve(exports.annotations)
+    kappa = annotation.inter_annotator_agreement(exports.annotations)
+    conversations = tidy.conversations_table(decisions, exports.messages, resolved)
+    sides = tidy.sides_table(conversations)
+    participants = tidy.participants_table(exports, decisions, sides)
+    agents = tidy.agents_table(exports, decisions, sides)
+    sections = [overview_section(decisions, exports), annotation_section(kappa, resolved, template_path)]
+    lab_rows = pd.concat([participants.loc[participants["treatment"].isin(TREATMENT_ORDER), "label_setting"],
+                          decisions.loc[decisions["treatment"].isin(TREATMENT_ORDER), "label_setting"]])
+    settings_present = _present(lab_rows, protocol.LABEL_SETTINGS)
+    if (decisions["treatment"] == SIMULATION_TREATMENT).any():
+        sections.append(simulation_section(agents, sides))
+    for label_setting in settings_present:
+        people = participants[participants["label_setting"] == label_setting]
+        builders: list[tuple[str, Callable[[], Section]]] = [
+            ("cooperation", lambda: cooperation_section(
+                people, agents[agents["label_setting"] == label_setting], label_setting)),
+            ("agreements", lambda: agreements_section(
+                conversations[conversations["label_setting"] == label_setting],
+                sides[sides["label_setting"] == label_setting], label_setting, template_path)),
+            ("breach_glm", lambda: breach_glm_section(people, label_setting, degrees.get(label_setting, 3))),
+            ("norms_perceptions", lambda: norms_perceptions_section(people, label_setting)),
+            ("seven_c", lambda: seven_c_section(people, label_setting)),
+            ("norms_cooperation", lambda: norms_cooperation_section(people, label_setting)),
+            ("motives", lambda: motives_section(exports.motives, conversations, label_setting)),
+            ("perception_glm", lambda: perception_glm_section(people, label_setting)),
+        ]
+        if label_setting == "uninformed":
+            builders.append(("believed_human", lambda: believed_human_section(people, label_setting)))
+        for key, build in builders:
+            try:
+                section = build()
+            except Exception as error:  # one broken part must not cost the rest of the report
+                section = Section(key, "Not computed", "", label_setting,
+                                  notes=[f"This part could not be computed: {type(error).__name__}: {error}"])
+            informed_ref, uninformed_ref = PAPER_REFERENCES[section.key]
+            section.reproduces = informed_ref if label_setting == "informed" else uninformed_ref
+            section.title = f"{section.title} — {_label_title(label_setting)}"
+            sections.append(section)
+    return Analysis(exports, decisions, conversations, sides, participants, agents, resolved, kappa, sections,
+                    template_path)

@@ -1,0 +1,158 @@
+"""The paper's statistics, reported with R's conventions, computed by scipy and statsmodels.
+
+The paper's numbers come from R. Each function here calls scipy or statsmodels and returns
+the statistic under the name and definition R prints, so that a table built here reads like
+the paper's tables:
+
+- ``mann_whitney``: R's ``wilcox.test(x, y)`` — W is the U statistic of the first sample;
+  exact p when both samples are smaller than 50 and there are no ties, otherwise the normal
+  approximation with continuity correction (R's defaults).
+- ``prop_test``: R's ``prop.test(c(x1, x2), c(n1, n2))`` — Pearson's χ² on the 2×2 table with
+  Yates' continuity correction, the correction capped at |O − E| as R caps it.
+- ``signed_rank``: R's ``wilcox.test(x, mu = mu)`` — V is the sum of the ranks of the positive
+  differences; zeros are dropped; exact p when fewer than 50 non-zero differences without
+  ties or zeros, otherwise the normal approximation with continuity correction.
+- ``cohens_d`` (pooled standard deviation) and ``cohens_h`` (statsmodels'
+  ``proportion_effectsize``), both signed as group 1 minus group 2.
+- ``one_way_anova`` (statsmodels' ``anova_lm``) and ``tukey_hsd`` (``pairwise_tukeyhsd``).
+- ``cohens_kappa`` (statsmodels' ``inter_rater``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+from statsmodels.formula.api import ols
+from statsmodels.stats.anova import anova_lm
+from statsmodels.stats.inter_rater import cohens_kappa as statsmodels_cohens_kappa
+from statsmodels.stats.inter_rater import to_table
+from statsmodels.stats.multicomp import pairwise_tukeyhsd
+from statsmodels.stats.proportion import proportion_effectsize
+
+# R switches from exact to normal-approximation p-values at this sample size.
+R_EXACT_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class TestResult:
+    statistic: float
+    p_value: float
+    method: str
+
+
+def _clean(values: Sequence[float]) -> np.ndarray:
+    array = np.asarray(pd.to_numeric(pd.Series(values), errors="coerce"), dtype=float)
+    return array[~np.isnan(array)]
+
+
+def _has_ties(values: np.ndarray) -> bool:
+    return len(np.unique(values)) < len(values)
+
+
+def mann_whitney(x: Sequence[float], y: Sequence[float]) -> TestResult:
+    """Two-tailed Mann–Whitney U test; ``statistic`` is R's W (U of ``x``)."""
+    x, y = _clean(x), _clean(y)
+    if len(x) == 0 or len(y) == 0:
+        raise ValueError("Mann–Whitney U needs at least one value in each sample")
+    exact = len(x) < R_EXACT_LIMIT and len(y) < R_EXACT_LIMIT and not _has_ties(np.concatenate([x, y]))
+    method = "exact" if exact else "asymptotic"
+    result = scipy_stats.mannwhitneyu(x, y, alternative="two-sided", use_continuity=True, method=method)
+    return TestResult(float(result.statistic), float(result.pvalue), f"Mann–Whitney U, {method}")
+
+
+def prop_test(successes: tuple[int, int], trials: tuple[int, int]) -> TestResult:
+    """Two-sample test of equal proportions as R's prop.test: χ² with Yates' correction."""
+    (x1, x2), (n1, n2) = successes, trials
+    if n1 <= 0 or n2 <= 0:
+        raise ValueError("the proportions test needs at least one trial in each sample")
+    table = np.array([[x1, n1 - x1], [x2, n2 - x2]], dtype=float)
+    if table[:, 0].sum() == 0 or table[:, 1].sum() == 0:
+        # Both proportions 0 (or both 1): R returns χ² = NaN; nothing to test.
+        return TestResult(math.nan, math.nan, "prop.test: both proportions equal 0 or 1")
+    chi2, p_value, _, _ = scipy_stats.chi2_contingency(table, correction=True)
+    return TestResult(float(chi2), float(p_value), "prop.test χ², Yates-corrected")
+
+
+def signed_rank(x: Sequence[float], mu: float = 0.0) -> TestResult:
+    """One-sample two-tailed Wilcoxon signed-rank test against ``mu``; statistic = R's V."""
+    differences = _clean(x) - mu
+    nonzero = differences[differences != 0]
+    if len(nonzero) == 0:
+        raise ValueError("the signed-rank test needs at least one value different from mu")
+    has_zeros = len(nonzero) < len(differences)
+    exact = len(nonzero) < R_EXACT_LIMIT and not _has_ties(np.abs(nonzero)) and not has_zeros
+    method = "exact" if exact else "asymptotic"
+    options = dict(zero_method="wilcox", correction=not exact, method=method)
+    # scipy's two-sided statistic is min(V+, V-); the one-sided "greater" statistic is V+.
+    positive_rank_sum = scipy_stats.wilcoxon(differences, alternative="greater", **options).statistic
+    p_value = scipy_stats.wilcoxon(differences, alternative="two-sided", **options).pvalue
+    return TestResult(float(positive_rank_sum), float(p_value), f"Wilcoxon signed-rank, {method}")
+
+
+def cohens_d(x: Sequence[float], y: Sequence[float]) -> float:
+    """(mean x − mean y) / pooled standard deviation (ddof 1 in each group)."""
+    x, y = _clean(x), _clean(y)
+    if len(x) + len(y) <= 2:
+        return math.nan
+    pooled_variance = ((len(x) - 1) * np.var(x, ddof=1 if len(x) > 1 else 0)
+                       + (len(y) - 1) * np.var(y, ddof=1 if len(y) > 1 else 0)) / (len(x) + len(y) - 2)
+    if pooled_variance == 0:
+        return math.nan
+    return float((np.mean(x) - np.mean(y)) / math.sqrt(pooled_variance))
+
+
+def cohens_h(p1: float, p2: float) -> float:
+    """2·asin(√p1) − 2·asin(√p2)."""
+    return float(proportion_effectsize(p1, p2))
+
+
+def one_way_anova(values: pd.Series, groups: pd.Series) -> pd.DataFrame:
+    """Table S1's layout: term, d.f., sum of squares, mean squares, F, p."""
+    data = pd.DataFrame({"value": pd.to_numeric(values, errors="coerce").to_numpy(),
+                         "group": groups.astype(str).to_numpy()}).dropna()
+    if data["group"].nunique() < 2:
+        raise ValueError("one-way ANOVA needs at least two groups")
+    table = anova_lm(ols("value ~ C(group)", data=data).fit())
+    table.index = ["Condition", "Residuals"]
+    table = table.rename(columns={"PR(>F)": "p_value"})
+    return table.reset_index(names="term")
+
+
+def tukey_hsd(values: pd.Series, groups: pd.Series, alpha: float = 0.05) -> pd.DataFrame:
+    """Tables S10/S12: difference of means (group2 − group1), confidence bounds, adjusted p."""
+    data = pd.DataFrame({"value": pd.to_numeric(values, errors="coerce").to_numpy(),
+                         "group": groups.astype(str).to_numpy()}).dropna()
+    result = pairwise_tukeyhsd(data["value"].to_numpy(), data["group"].to_numpy(), alpha=alpha)
+    # statsmodels lists the pairs of its sorted groups in this order (its summary rounds; we don't).
+    pairs = list(itertools.combinations(result.groupsunique, 2))
+    return pd.DataFrame({
+        "group1": [str(a) for a, _ in pairs], "group2": [str(b) for _, b in pairs],
+        "difference": result.meandiffs, "lower_bound": result.confint[:, 0], "upper_bound": result.confint[:, 1],
+        "p_value": result.pvalues, "reject": result.reject})
+
+
+def cohens_kappa(labels_1: Sequence[object], labels_2: Sequence[object]) -> float:
+    """Cohen's kappa of two raters' labels of the same items (missing labels = a category)."""
+    first = pd.Series(list(labels_1), dtype=object).fillna("").astype(str)
+    second = pd.Series(list(labels_2), dtype=object).fillna("").astype(str)
+    if len(first) == 0:
+        return math.nan
+    categories = sorted(set(first) | set(second))
+    codes = np.column_stack([first.map(categories.index), second.map(categories.index)])
+    table, _ = to_table(codes, bins=np.arange(len(categories) + 1))
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        # A single category used by both raters leaves kappa undefined (0/0): NaN.
+        return float(statsmodels_cohens_kappa(table, return_results=False))
+
+
+def ordered_pairs(groups: Sequence[str]) -> list[tuple[str, str]]:
+    """All pairs in the given order, as the paper's tables list them."""
+    return list(itertools.combinations(groups, 2))

@@ -1,0 +1,275 @@
+"""A local fake LLM server speaking OpenAI Chat Completions and Anthropic Messages.
+
+Tests and benches point the real SDKs at it (no internet, dummy API keys) and tell it how to
+misbehave at runtime::
+
+    from tests.fake_llm_server import FakeLLMServer
+
+    with FakeLLMServer() as server:
+        client = AsyncOpenAI(base_url=server.base_url_openai, api_key="dummy")
+        client = AsyncAnthropic(base_url=server.base_url_anthropic, api_key="dummy")
+        server.set(mode="429", retry_after=30)     # every request: 429 + Retry-After: 30
+        server.set(mode="500", fail_every_nth=2)   # every second request fails, the others are ok
+        server.set(latency=2.0, mode="ok")         # every reply takes 2 s
+        server.set(reply="STEP 1: ... <hi>")       # a fixed reply text
+        server.set(reply=lambda request, api: ...) # reply computed from the request JSON
+        server.request_count, server.requests, server.peak_in_flight
+        server.reset()                             # back to defaults, counters to zero
+
+Endpoints: ``POST {base_url_openai}/chat/completions`` (``base_url_openai`` ends in ``/v1``) and
+``POST {base_url_anthropic}/v1/messages``. It binds 127.0.0.1 on a free port and serves each
+connection on its own thread (>= 100 concurrent slow requests). API keys are neither checked nor
+stored.
+
+Settings (``set(**kwargs)``, all changeable while requests are in flight):
+
+- ``latency`` (s, default 0): delay before every response, whatever the mode.
+- ``mode``: ``"ok"`` | ``"slow"`` (waits ``slow_seconds`` more, default 30, then answers ok) |
+  ``"429"`` (with ``Retry-After: retry_after``, default 1) | ``"500"`` | ``"drop"`` (closes the
+  connection without a response) | ``"malformed"`` (200 with a body that is not JSON) |
+  ``"truncated"`` (half the reply text, ``finish_reason "length"`` / ``stop_reason "max_tokens"``).
+- ``fail_every_nth`` (int or None): when set, ``mode`` applies only to every n-th request (by the
+  server-wide request count); the others are answered ok.
+- ``reply``: None (default: a reply in the paper's format, a ``<message>`` or ``I DECIDE TO CHOOSE
+  [A]`` depending on whether the last user prompt asks for a decision), a string, or a callable
+  ``(request_json: dict, api: "openai" | "anthropic") -> str``.
+
+Counters: ``request_count`` (all requests received), ``requests`` (list of ``(api, request_json)``),
+``in_flight`` and ``peak_in_flight`` (concurrent requests being served).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Optional, Union
+
+MODES = ("ok", "slow", "429", "500", "drop", "malformed", "truncated")
+DEFAULTS: dict[str, Any] = {
+    "latency": 0.0,
+    "mode": "ok",
+    "slow_seconds": 30.0,
+    "retry_after": 1,
+    "fail_every_nth": None,
+    "reply": None,
+}
+DEFAULT_MESSAGE_REPLY = (
+    "STEP 1: If I choose B and my associate chooses A, I get 80 and they get 10; if both choose B, 40 each.\n"
+    "STEP 2: If I choose A and my associate chooses A, we both get 70; if they choose B, I get 10.\n"
+    "STEP 3: The ideal strategy pair is A/A.\n"
+    "STEP 4: <Let's both choose A, we each get 70!>"
+)
+DEFAULT_DECISION_REPLY = (
+    "STEP 1: B gives me 80 or 40.\nSTEP 2: A gives me 70 or 10.\n"
+    "STEP 3: Each round has a new associate.\nSTEP 4: My associate proposed A/A.\n"
+    "STEP 5: I keep my word.\nI DECIDE TO CHOOSE [A]"
+)
+
+ReplySource = Union[None, str, Callable[[dict, str], str]]
+
+
+def default_reply(request: dict) -> str:
+    """The paper's format: a decision if the last user prompt asks for one, else a message."""
+    user_texts = [m.get("content") for m in request.get("messages", []) if m.get("role") == "user"]
+    last = user_texts[-1] if user_texts else ""
+    if isinstance(last, list):  # Anthropic content blocks
+        last = " ".join(block.get("text", "") for block in last if isinstance(block, dict))
+    return DEFAULT_DECISION_REPLY if "I DECIDE TO CHOOSE" in (last or "") else DEFAULT_MESSAGE_REPLY
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # never wait for sleeping handler threads on close
+    request_queue_size = 512  # the bench opens 72+ connections at once
+
+
+class FakeLLMServer:
+    """Context manager running the fake server on a background thread; see the module doc."""
+
+    def __init__(self, **settings: Any) -> None:
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._settings = dict(DEFAULTS)
+        self.request_count = 0
+        self.requests: list[tuple[str, dict]] = []
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.set(**settings)
+        self._httpd: Optional[_Server] = None
+        self._thread: Optional[threading.Thread] = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def __enter__(self) -> "FakeLLMServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._httpd = _Server(("127.0.0.1", 0), _make_handler(self))
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-llm-server", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes handlers sleeping in a latency
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url_openai(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def base_url_anthropic(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # --- behaviour ---------------------------------------------------------------------
+    def set(self, **settings: Any) -> None:
+        unknown = set(settings) - set(DEFAULTS)
+        if unknown:
+            raise TypeError(f"unknown fake server settings: {sorted(unknown)}")
+        if "mode" in settings and settings["mode"] not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        with self._lock:
+            self._settings.update(settings)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._settings = dict(DEFAULTS)
+            self.request_count = 0
+            self.requests = []
+            self.peak_in_flight = self.in_flight
+
+    def _admit(self, api: str, request: dict) -> tuple[dict, str]:
+        """Count the request; return the settings snapshot and the fault it gets."""
+        with self._lock:
+            self.request_count += 1
+            self.requests.append((api, request))
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            settings = dict(self._settings)
+            nth = settings["fail_every_nth"]
+            applies = nth is None or self.request_count % nth == 0
+            return settings, settings["mode"] if applies else "ok"
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self._stopping.wait(seconds)
+
+
+def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' connection pools expect
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length)
+            if self.path.rstrip("/").endswith("/chat/completions"):
+                api = "openai"
+            elif self.path.rstrip("/").endswith("/messages"):
+                api = "anthropic"
+            else:
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            try:
+                request = json.loads(body or b"{}")
+            except ValueError:
+                request = {}
+            settings, fault = server._admit(api, request)
+            try:
+                server._sleep(settings["latency"] + (settings["slow_seconds"] if fault == "slow" else 0.0))
+                self._respond(api, request, settings, fault)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (its deadline): nothing to answer
+            finally:
+                server._leave()
+
+        def _respond(self, api: str, request: dict, settings: dict, fault: str) -> None:
+            if fault == "drop":
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
+            if fault == "429":
+                self._send_json(429, _error_body(api, "rate_limit_error", "rate limited (fake)"),
+                                {"Retry-After": str(settings["retry_after"])})
+                return
+            if fault == "500":
+                self._send_json(500, _error_body(api, "api_error", "internal error (fake)"))
+                return
+            if fault == "malformed":
+                self._send_raw(200, b'{"id": "broken", "choices": [', "application/json")
+                return
+            text = _reply_text(settings["reply"], request, api)
+            truncated = fault == "truncated"
+            if truncated:
+                text = text[: max(1, len(text) // 2)]
+            self._send_json(200, _success_body(api, request, text, truncated))
+
+        def _send_json(self, status: int, payload: dict, headers: Optional[dict] = None) -> None:
+            self._send_raw(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"), "application/json",
+                           headers)
+
+        def _send_raw(self, status: int, data: bytes, content_type: str, headers: Optional[dict] = None) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+
+    return Handler
+
+
+def _reply_text(source: ReplySource, request: dict, api: str) -> str:
+    if source is None:
+        return default_reply(request)
+    if callable(source):
+        return source(request, api)
+    return source
+
+
+def _error_body(api: str, kind: str, message: str) -> dict:
+    if api == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "code": None}}
+
+
+def _success_body(api: str, request: dict, text: str, truncated: bool) -> dict:
+    input_tokens = sum(len(str(m.get("content", ""))) for m in request.get("messages", [])) // 4 + 1
+    output_tokens = len(text) // 4 + 1
+    model = request.get("model", "fake-model")
+    if api == "anthropic":
+        return {
+            "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "max_tokens" if truncated else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        }
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "length" if truncated else "stop",
+                     "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
+                  "total_tokens": input_tokens + output_tokens},
+    }

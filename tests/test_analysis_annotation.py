@@ -1,0 +1,186 @@
+"""Annotation (SI Note 2): the template, the import and resolution, Cohen's kappa, the machine
+annotator (with a stub model: the agents package's providers are not needed)."""
+
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+import pytest
+
+from agents.types import ModelReply
+from analysis import analyse, annotation, load_exports, machine_annotate, synthetic, write_report
+from analysis.load import LABEL_COLUMNS
+from analysis.stats import cohens_kappa
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("exports")
+    parameters = synthetic.SyntheticParameters(participants_per_session=6, label_settings=("informed",),
+                                               treatments=("H-H", "H-F"), game_orders=("WC-WoC",))
+    tables = synthetic.generate(parameters, seed=7, annotations=False)
+    synthetic.write(tables, folder)
+    return folder
+
+
+def row(conversation, annotator, agreement="True", p1="A", p2="A", wants1="A", wants2="A"):
+    return {"conversation_id": conversation, "annotator": annotator, "p1_preferred": p1, "p2_preferred": p2,
+            "p1_wants_other": wants1, "p2_wants_other": wants2, "agreement": agreement}
+
+
+# --- Resolution --------------------------------------------------------------------------------------
+def test_resolution_takes_agreeing_annotators_else_the_resolver():
+    annotations = pd.DataFrame([
+        row("c1", "ann-1"), row("c1", "ann-2"),  # agree
+        row("c2", "ann-1", agreement="True"), row("c2", "ann-2", agreement="False", p2="B"),
+        row("c2", "resolver", agreement="False", p2="B"),  # disagree, resolved
+        row("c3", "ann-1", agreement="True"), row("c3", "ann-2", agreement="False"),  # disagree, no resolver
+        row("c4", "ann-3", p1="B", agreement="False"),  # one annotator only
+    ])
+    resolved = annotation.resolve(annotations).set_index("conversation_id")
+    assert resolved.loc["c1", "agreement"] == True  # noqa: E712
+    assert resolved.loc["c1", "label_source"] == "annotators"
+    assert (resolved.loc["c2", "agreement"], resolved.loc["c2", "p2_preferred"]) == (False, "B")
+    assert resolved.loc["c2", "p1_preferred"] == "A"  # the annotators agreed on this column
+    assert resolved.loc["c2", "label_source"] == "resolver"
+    assert pd.isna(resolved.loc["c3", "agreement"]) and resolved.loc["c3", "label_source"] == "unresolved"
+    assert resolved.loc["c4", "label_source"] == "single annotator" and resolved.loc["c4", "p1_preferred"] == "B"
+
+
+def test_machine_labels_are_used_only_where_no_human_annotated():
+    annotations = pd.DataFrame([
+        row("c1", "ann-1"), row("c1", "ann-2"), row("c1", "machine:gpt", agreement="False"),
+        row("c2", "machine:gpt", agreement="False", p2="B"),
+    ])
+    resolved = annotation.resolve(annotations).set_index("conversation_id")
+    assert resolved.loc["c1", "agreement"] == True and resolved.loc["c1", "label_source"] == "annotators"  # noqa: E712
+    assert resolved.loc["c2", "agreement"] == False and resolved.loc["c2", "label_source"] == "machine"  # noqa: E712
+
+
+def test_kappa_per_label_column_between_the_two_annotators_of_each_conversation():
+    # Annotators differ between conversations, as in the paper: of each conversation's two
+    # annotators, the first by id is compared with the second.
+    pairs = [("True", "True"), ("True", "False"), ("False", "False"), ("True", "True"), ("False", "False"),
+             ("False", "True")]
+    rows = []
+    for index, (first, second) in enumerate(pairs):
+        rows += [row(f"c{index}", f"b-{index}", agreement=second), row(f"c{index}", f"a-{index}", agreement=first)]
+    table = annotation.inter_annotator_agreement(pd.DataFrame(rows)).set_index("label")
+    expected = cohens_kappa([a for a, _ in pairs], [b for _, b in pairs])
+    assert table.loc["agreement", "cohens_kappa"] == pytest.approx(expected)
+    assert table.loc["agreement", "percent_agreement"] == pytest.approx(100 * 4 / 6)
+    assert table.loc["agreement", "conversations"] == 6
+
+
+# --- Template and import -----------------------------------------------------------------------------
+def test_template_has_one_row_per_wc_conversation_anonymised_and_blind(export_dir, tmp_path):
+    analysis = write_report(load_exports(export_dir), tmp_path / "report")
+    template = pd.read_csv(tmp_path / "report" / "annotation_template.csv", keep_default_na=False)
+    assert list(template.columns) == annotation.TEMPLATE_COLUMNS
+    assert len(template) == len(analysis.conversations) == template["conversation_id"].nunique()
+    assert not {"treatment", "associate_type", "p1_code", "p2_code"} & set(template.columns)
+    assert (template[["annotator", *LABEL_COLUMNS]] == "").all().all()
+    messages = analysis.exports.messages
+    unsent = messages[messages["sent_in_time"] == False]  # noqa: E712
+    if not unsent.empty:  # a message nobody saw appears as "(no message)"
+        conversation = unsent.iloc[0]["conversation_id"]
+        assert annotation.NO_MESSAGE in template.set_index("conversation_id").loc[conversation].to_list()
+    # Without annotations the report says where the template is, instead of failing.
+    html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert "No annotations yet — fill the template at" in html
+    assert str(tmp_path / "report" / "annotation_template.csv") in html
+
+
+def test_filled_templates_are_read_back_and_an_unfilled_one_is_ignored(export_dir, tmp_path):
+    template = annotation.template(analyse(load_exports(export_dir)).conversations)
+    folder = tmp_path / "with-annotations"
+    folder.mkdir()
+    for path in export_dir.glob("*.csv"):
+        (folder / path.name).write_bytes(path.read_bytes())
+    template.to_csv(folder / "unfilled_template.csv", index=False)
+    for annotator in ("ann-1", "ann-2"):
+        filled = template.copy()
+        filled["annotator"] = annotator
+        filled["agreement"] = filled["p2_message_1"].str.contains("Agreed")
+        for column in LABEL_COLUMNS[:4]:
+            filled[column] = "A"
+        filled.to_csv(folder / f"annotations_{annotator}.csv", index=False)
+    exports = load_exports(folder)
+    assert any("unfilled_template.csv" in p.file and p.column == "annotator" for p in exports.problems)
+    analysis = analyse(exports)
+    agreed = analysis.conversations["agreement"]
+    assert agreed.notna().all()
+    assert (agreed == analysis.conversations["p2_message_1"].str.contains("Agreed")).all()
+    kappa = analysis.kappa.set_index("label")
+    assert kappa.loc["agreement", "percent_agreement"] == 100
+    rates = next(s for s in analysis.sections if s.key == "agreements").tables["rates"]
+    assert set(rates["dimension"]) == {"agreements", "human_breaches", "agent_breaches"}
+
+
+def test_bad_labels_are_read_as_unclear_and_named(tmp_path):
+    pd.DataFrame([row("c1", "ann-1", p1="maybe")]).to_csv(tmp_path / "annotations.csv", index=False)
+    exports = load_exports(tmp_path)
+    problem = next(p for p in exports.problems if p.column == "p1_preferred")
+    assert "annotations.csv" in problem.file and "'MAYBE'" in problem.message
+    assert exports.annotations.loc[0, "p1_preferred"] == ""
+
+
+# --- The machine annotator ---------------------------------------------------------------------------
+@dataclass
+class StubSettings:
+    model: str = "stub-1"
+
+
+class StubModel:
+    """The LanguageModel interface of agents.types: async complete(messages, *, deadline)."""
+
+    def __init__(self, replies):
+        self.settings = StubSettings()
+        self.replies = replies
+        self.prompts = []
+
+    async def complete(self, messages, *, deadline):
+        self.prompts.append(messages[0].content)
+        return self.replies(messages[0].content)
+
+
+def _reply(prompt: str) -> ModelReply:
+    if "I will take B" in prompt:
+        return ModelReply(status="ok", text="Sure: " + json.dumps({"p1_preferred": "", "p2_preferred": "B",
+                                                                    "p1_wants_other": "A", "p2_wants_other": "A",
+                                                                    "agreement": False}))
+    if "nonsense" in prompt:
+        return ModelReply(status="ok", text="I cannot tell.")
+    if "timeout" in prompt:
+        return ModelReply(status="timeout", error="deadline")
+    return ModelReply(status="ok", text=json.dumps({"p1_preferred": "a", "p2_preferred": "A", "p1_wants_other": "A",
+                                                    "p2_wants_other": "A", "agreement": "true"}))
+
+
+def test_machine_annotation_fills_the_same_columns_labelled_as_machine():
+    conversations = pd.DataFrame({
+        "conversation_id": ["c1", "c2", "c3", "c4"],
+        "p1_message_1": ["Let's both choose A", "What will you choose?", "nonsense", "timeout"],
+        "p2_message_1": ["Agreed", "I will take B, sorry.", "", ""],
+        "p1_message_2": ["", "", "", ""], "p2_message_2": ["", "", "", ""]})
+    model = StubModel(_reply)
+    rows = machine_annotate(conversations, model=model).set_index("conversation_id")
+    assert set(rows["annotator"]) == {"machine:stub-1"}
+    assert rows.loc["c1", LABEL_COLUMNS].tolist() == ["A", "A", "A", "A", "True"]
+    assert (rows.loc["c2", "agreement"], rows.loc["c2", "p2_preferred"]) == ("False", "B")
+    assert rows.loc["c3", "machine_note"] == "no JSON labels" and rows.loc["c3", "agreement"] == ""
+    assert rows.loc["c4", "machine_note"] == "status timeout"
+    assert "Player 2, message 1: (no message)" in model.prompts[2]  # empty messages are shown as such
+    resolved = annotation.resolve(rows.reset_index()).set_index("conversation_id")
+    assert resolved.loc["c1", "agreement"] == True and resolved.loc["c1", "label_source"] == "machine"  # noqa: E712
+    assert pd.isna(resolved.loc["c3", "agreement"])
+
+
+def test_machine_annotation_is_compared_with_the_human_labels():
+    humans = pd.DataFrame([row("c1", "ann-1"), row("c1", "ann-2"), row("c2", "ann-1", agreement="False"),
+                           row("c2", "ann-2", agreement="False")])
+    machine = pd.DataFrame([row("c1", "machine:stub-1"), row("c2", "machine:stub-1", agreement="True")])
+    table = annotation.inter_annotator_agreement(pd.concat([humans, machine]))
+    versus = table[table["comparison"] == "machine vs resolved human labels"].set_index("label")
+    assert versus.loc["agreement", "percent_agreement"] == 50
+    assert versus.loc["agreement", "conversations"] == 2
