@@ -305,9 +305,13 @@ class AnthropicModel(_SDKAdapter):
     async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         turns = [{"role": m.role, "content": m.content} for m in messages if m.role != "system"]
-        extra = {"system": system} if system else {}
+        extra: dict[str, Any] = {"system": system} if system else {}
+        parameters = self.request_parameters()
+        if "temperature" in parameters:
+            # anthropic 2.x dropped the sampling keywords from messages.create; the API still takes it.
+            extra["extra_body"] = {"temperature": parameters.pop("temperature")}
         response = await client.messages.create(model=self.settings.model, messages=turns, timeout=timeout,
-                                                **extra, **self.request_parameters())
+                                                **extra, **parameters)
         text = "".join(getattr(block, "text", "") for block in response.content or [])
         usage = getattr(response, "usage", None)
         tokens = dict(input_tokens=getattr(usage, "input_tokens", None),

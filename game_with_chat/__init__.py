@@ -331,12 +331,5 @@ page_sequence = [
 ]
 
 
-def custom_export(players):
-    """Decisions of this game, one row per human and per agent decision (docs/DATA.md)."""
-    yield lab_game.DECISION_COLUMNS
-    for player in players:
-        yield from agent_pages.decision_rows(player, TABLES)
-
-
 def vars_for_admin_report(subsession: Subsession):
     return agent_pages.admin_report(subsession, TABLES)

@@ -151,12 +151,5 @@ AgentWaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_
 page_sequence = [GameIntro, RoundStart, Decision, WaitDecision, AgentWaitDecision, Result]
 
 
-def custom_export(players):
-    """Decisions of this game, one row per human and per agent decision (docs/DATA.md)."""
-    yield lab_game.DECISION_COLUMNS
-    for player in players:
-        yield from agent_pages.decision_rows(player, TABLES)
-
-
 def vars_for_admin_report(subsession: Subsession):
     return agent_pages.admin_report(subsession, TABLES)

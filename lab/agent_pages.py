@@ -143,7 +143,8 @@ def admin_report(subsession, tables: agents.GameTables) -> dict:
         return dict(with_agents=False)
     first_round = subsession.in_round(1)
     seats = sorted(tables.AgentSeat.filter(subsession=first_round), key=lambda s: s.seat)
-    players = [player for round_subsession in subsession.in_all_rounds() for player in round_subsession.get_players()]
+    rounds = subsession.in_rounds(1, p.rounds_per_game)
+    players = [player for round_subsession in rounds for player in round_subsession.get_players()]
     turns_by_agent: dict[str, list] = {}
     calls_by_agent: dict[str, list] = {}
     for player in players:

@@ -87,6 +87,18 @@ def test_a_good_reply_is_parsed_and_fully_recorded(server, api):
 
 
 @pytest.mark.parametrize("api", APIS)
+def test_temperature_and_seed_are_sent_as_configured(server, api):
+    model = build_model(model_config(server, api, temperature=0.7, seed=11))
+    result, _ = run_turn(PersonaAgent("agent-1", "fair", model, seed=7), 5)
+    assert result.status == TurnStatus.OK.value, result.calls[-1].error
+    sent = server.requests[0][1]
+    assert sent["temperature"] == 0.7
+    assert result.calls[0].parameters["temperature"] == 0.7
+    if api == "openai":
+        assert sent["seed"] == 11  # the Messages API has no seed
+
+
+@pytest.mark.parametrize("api", APIS)
 def test_a_slow_provider_times_out_by_the_deadline(server, api):
     server.set(mode="slow", slow_seconds=10)
     result, in_time = run_turn(new_agent(server, api), 1.0)

@@ -5,6 +5,7 @@ fake server failing every second call still finishes, the fallbacks flagged in t
 import asyncio
 
 import pytest
+import requests
 
 from tests.browser_participant import Script, launch_browser, play
 from tests.fake_llm_server import FakeLLMServer
@@ -55,6 +56,11 @@ def test_participant_plays_fair_agents_served_by_fake_server(lab_server):
     assert all(float(c["time_done"]) - float(c["time_sent"]) >= 0.9 for c in calls), "latency is on the record"
     decisions = server.export("payment", "custom_export_decisions", session["code"])
     assert len(decisions) == 2 * 2 * 2  # human + agent, 2 games x 2 rounds
+    # The experimenter's agents page: every agent, its state, its calls, the spending.
+    report = requests.get(f"{server.base_url}/AdminReport/{session['code']}",
+                          params=dict(app_name="game_with_chat", round_number=1), timeout=30).text
+    assert "agent-1" in report and "agent-2" in report and "answered (decision)" in report
+    assert "openai_compatible / fake-gpt" in report and "USD of budget" in report
 
 
 @pytest.mark.browser
