@@ -26,11 +26,11 @@ run: $(STAMP)
 	$(BIN)/python -m labserver run --port $(PORT)
 
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # The quick part of the suite: no servers, no browser.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not browser and not server"
+	$(BIN)/python -m pytest -n 2 -m "not browser and not server"
 
 bench: $(STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -252,12 +252,14 @@ class OpenAIChatModel(_SDKAdapter):
         return params
 
     async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:
-        response = await client.chat.completions.create(
-            model=self.settings.model,
-            messages=[{"role": m.role, "content": m.content} for m in messages],
-            timeout=timeout,
-            **self.request_parameters(),
-        )
+        body = {"model": self.settings.model,
+                "messages": [{"role": m.role, "content": m.content} for m in messages],
+                **self.request_parameters()}
+        # The SDK's own POST (auth, HTTP, error types as with .create()), without .create()'s
+        # walk over the typed request body: that walk costs ~14 ms of CPU for a 30-message
+        # conversation, on the thread that 72 agents share (measured by bench/simulate.py).
+        response = await client.post("/chat/completions", body=body, options={"timeout": timeout},
+                                     cast_to=self._sdk.types.chat.ChatCompletion)
         usage = getattr(response, "usage", None)
         tokens = dict(input_tokens=getattr(usage, "prompt_tokens", None),
                       output_tokens=getattr(usage, "completion_tokens", None))

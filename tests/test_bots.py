@@ -84,3 +84,28 @@ def test_full_size_human_session_exports_every_decision(project_copy, tmp_path):
     assert len(message_rows) == 12 * 10 * 2
     late = [m for m in message_rows if m["sent_in_time"] == "False"]
     assert late and all(m["text"] == "" and m["unsent_draft"] == "half-typed" for m in late)
+
+
+@pytest.mark.server
+def test_spent_budget_stops_the_calls_and_falls_back_flagged(project_copy, tmp_path):
+    """A budget of a fraction of a cent: after the first priced calls, agents stop calling the
+    model; their turns fall back (no message / random choice), flagged as 'budget'."""
+    from tests.fake_llm_server import FakeLLMServer
+
+    export = tmp_path / "export"
+    with FakeLLMServer() as fake:
+        run_bots(project_copy, "hf_informed_wc_first", 1, {
+            **SHORT, "llm_provider": "openai_compatible", "llm_model": "fake-model",
+            "llm_base_url": fake.base_url_openai, "llm_api_key_env": "FAKE_LLM_KEY",
+            "llm_price_input_per_mtok": 100.0, "llm_price_output_per_mtok": 100.0, "session_budget": 0.0001,
+        }, extra_env={"FAKE_LLM_KEY": "dummy-key"}, export_dir=export)
+        sent = fake.request_count
+    calls = sorted(_table(export, "llm_calls"), key=lambda c: float(c["time_done"] or c["time_sent"] or 0))
+    statuses = [c["status"] for c in calls]
+    assert "budget" in statuses
+    assert sent == len(statuses) - statuses.count("budget"), "nothing is sent past the budget"
+    # Once spent, it stays spent: every later call is refused without being sent.
+    first_refusal = statuses.index("budget")
+    assert set(statuses[first_refusal:]) == {"budget"}
+    decisions = _table(export, "decisions")
+    assert len([d for d in decisions if d["player_kind"] == "agent"]) == 3 * 2, "the session went on"

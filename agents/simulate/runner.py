@@ -37,6 +37,10 @@ OPERATIONAL_MODEL_FIELDS = {
 ANNOTATION_INPUT_TOKENS, ANNOTATION_OUTPUT_TOKENS = 500, 80
 
 
+class _BudgetStop(Exception):
+    """Inside a run: this unit stops at the budget; calls already in flight still finish."""
+
+
 class BudgetExhausted(RuntimeError):
     pass
 
@@ -180,25 +184,33 @@ class Tournament:
                     self.latest_states[agent] = (record["round"], record["states"][side])
         self.games_played = 0
         self.with_communication = config.game == "WC"
+        self.budget_spent = False
 
     async def run(self) -> None:
         try:
-            async with asyncio.TaskGroup() as tasks:  # one failing unit (budget, bad key) stops all
+            async with asyncio.TaskGroup() as tasks:  # one failing unit (bad key) stops all
                 for unit in design.units(self.config):
                     tasks.create_task(self.run_unit(unit))
         except ExceptionGroup as group:
-            ours = [e for e in group.exceptions if isinstance(e, (BudgetExhausted, ProviderConfigError))]
+            ours = [e for e in group.exceptions if isinstance(e, ProviderConfigError)]
             if ours:
                 raise ours[0] from None
             raise
+        if self.budget_spent:
+            raise BudgetExhausted("the budget is spent; raise budget_usd and rerun to continue")
 
     async def run_unit(self, unit: design.Unit) -> None:
+        """A unit's rounds in order. At the budget it stops quietly, letting the calls already
+        sent (and paid) finish into the cache, so that a rerun never pays for them again."""
         agents = self._agents_of(unit)
         for round_number in range(1, self.config.rounds + 1):
             games = [g for g in design.games_of_round(unit, round_number, self.config.group_size)
                      if g.key not in self.finished]
-            await asyncio.gather(*(self.play(g, agents[("a", g.pair)], agents[("b", g.index_b)])
-                                   for g in games))
+            outcomes = await asyncio.gather(*(self.play(g, agents[("a", g.pair)], agents[("b", g.index_b)])
+                                              for g in games), return_exceptions=True)
+            if any(isinstance(outcome, _BudgetStop) for outcome in outcomes):
+                return
+            _raise_first(outcomes)
 
     def _agents_of(self, unit: design.Unit) -> dict[tuple[str, int], Any]:
         """Fresh agents for a new unit; for a resumed one, each from its latest game."""
@@ -223,7 +235,8 @@ class Tournament:
 
         async def both(kind: TurnKind, call_a, call_b) -> tuple[Any, Any]:
             results = await asyncio.gather(self._turn(game, "a", kind, call_a),
-                                           self._turn(game, "b", kind, call_b))
+                                           self._turn(game, "b", kind, call_b), return_exceptions=True)
+            _raise_first(results)
             turns["a"].append(results[0])
             turns["b"].append(results[1])
             return results
@@ -267,12 +280,20 @@ class Tournament:
         self.progress.add(result)
         statuses = {c.status for c in result.calls}
         if CallStatus.BUDGET.value in statuses or result.fallback_reason == CallStatus.BUDGET.value:
-            # Not written: a rerun with a larger budget plays this game properly.
-            raise BudgetExhausted("the budget is spent; raise budget_usd and rerun to continue")
+            # The game is not written: a rerun with a larger budget plays it properly.
+            self.budget_spent = True
+            raise _BudgetStop()
         if CallStatus.CONFIG_ERROR.value in statuses:
             error = next(c.error for c in result.calls if c.status == CallStatus.CONFIG_ERROR.value)
             raise ProviderConfigError(f"{game.unit.model_label}: {error}")
         return result
+
+
+def _raise_first(outcomes: list) -> None:
+    """After a gather with return_exceptions: every sibling has finished; now fail like gather."""
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 def agent_a_id(game: design.Game) -> str:
