@@ -26,7 +26,8 @@ PAYOFFS: dict[tuple[str, str], tuple[int, int]] = {
 }
 
 ROUNDS_PER_GAME = 10
-# oTree fixes NUM_ROUNDS per app at import; a session may play fewer rounds than this.
+# The game apps' NUM_ROUNDS (fixed at import); a session may play fewer. A server may change it
+# with LAB_MAX_ROUNDS_PER_GAME (lab/session_settings.py).
 MAX_ROUNDS_PER_GAME = 10
 
 # Stage limits in seconds (SI Note 1).

@@ -6,6 +6,10 @@ Prints the 95th-percentile page response time of each run, the time humans spent
 an agent per stage (target 0 s while the model answers within the stage's time), and last the
 p95 ratio loaded / instant.
 
+The server runs with LAB_MAX_ROUNDS_PER_GAME = --rounds, so that, as in a 10-round session of
+the paper, no request steps through unplayed rounds. The requests that move a participant into
+the next app are reported apart (they do the most work: the next app's first page).
+
     .venv/bin/python bench/lab_load.py [--participants 72] [--rounds 2] [--latency 5]
 """
 
@@ -32,6 +36,7 @@ from tests.http_participant import PAGE_RE, HttpParticipant  # noqa: E402
 from tests.lab_server import LabServer, make_project_copy  # noqa: E402
 
 LIVE_SOCKET = re.compile(r'id="otree-live"[^>]*data-socket-url="([^"]+)"')
+WAIT_SOCKET = re.compile(r'makeReconnectingWebSocket\("([^"]+)"\)')
 # Seconds a person spends on each page (uniform ranges): long enough to write, read, decide.
 THINK = {"Message1": (8, 12), "Message2": (8, 12), "Read1": (3, 5), "Read2": (3, 5), "Decision": (5.5, 8),
          "Result": (1, 2)}
@@ -45,6 +50,14 @@ class BenchParticipant(HttpParticipant):
         self.think_seconds = lambda page: self.rng.uniform(*THINK.get(page, (0.2, 0.5)))
         return super().play(timeout)
 
+    def wait_on_wait_page(self, response):
+        """As oTree's wait page does in a browser: wait for 'ready' on its websocket."""
+        socket_path = WAIT_SOCKET.search(response.text)
+        if socket_path is None:
+            return super().wait_on_wait_page(response)
+        ws_url = self.base_url.replace("http://", "ws://") + socket_path.group(1).replace("&amp;", "&")
+        asyncio.run(_wait_for(ws_url, lambda message: message.get("status") == "ready", send=None))
+
     def _request(self, method, url, page, **kwargs):
         response = super()._request(method, url, page, **kwargs)
         match = PAGE_RE.search(response.url)
@@ -53,25 +66,29 @@ class BenchParticipant(HttpParticipant):
             socket_path = LIVE_SOCKET.search(response.text)
             if socket_path:
                 ws_url = self.base_url.replace("http://", "ws://") + socket_path.group(1).replace("&amp;", "&")
-                asyncio.run(_wait_ready(ws_url))
+                asyncio.run(_wait_for(ws_url, lambda message: (message.get("live_method_payload") or {}).get("ready"),
+                                      send={}))
             name = match["page"]
             self.waited[name] = self.waited.get(name, 0.0) + time.monotonic() - started
         return response
 
 
-async def _wait_ready(ws_url: str, timeout: float = 120) -> None:
-    async with websockets.connect(ws_url) as ws:
-        await ws.send(json.dumps({}))
+async def _wait_for(ws_url: str, is_ready, *, send, timeout: float = 300) -> None:
+    """Open a page's websocket, optionally send a message, return at the first 'ready' one."""
+    async with websockets.connect(ws_url, max_size=None) as ws:
+        if send is not None:
+            await ws.send(json.dumps(send))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            message = json.loads(await asyncio.wait_for(ws.recv(), timeout=timeout))
-            if (message.get("live_method_payload") or {}).get("ready"):
+            message = json.loads(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
+            if is_ready(message):
                 return
 
 
 def run(latency: float, participants: int, rounds: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(latency=latency) as fake:
-        server = LabServer(make_project_copy(Path(tmp) / "project"), FAKE_LLM_KEY="bench-dummy-key").start()
+        server = LabServer(make_project_copy(Path(tmp) / "project"), FAKE_LLM_KEY="bench-dummy-key",
+                           LAB_MAX_ROUNDS_PER_GAME=str(rounds)).start()
         try:
             session = server.create_session(
                 "hf_informed_wc_first", participants, rounds_per_game=rounds, language="en",
@@ -92,7 +109,8 @@ def run(latency: float, participants: int, rounds: int) -> dict:
                 "payment", "custom_export_decisions", session["code"]) if d["player_kind"] == "agent")
         finally:
             server.stop()
-        times = sorted(t.seconds for p in players for t in p.timings)
+        times = sorted(t.seconds for p in players for t in p.timings if not t.changed_app)
+        transitions = sorted(t.seconds for p in players for t in p.timings if t.changed_app)
         waits: dict[str, list[float]] = {}
         for p in players:
             for page, seconds in p.waited.items():
@@ -100,6 +118,7 @@ def run(latency: float, participants: int, rounds: int) -> dict:
                     waits.setdefault(page, []).append(seconds / rounds / 2 if page == "AgentWaitDecision"
                                                       else seconds / rounds)
         return dict(p95=times[int(0.95 * (len(times) - 1))], median=statistics.median(times), requests=len(times),
+                    transition_p95=transitions[int(0.95 * (len(transitions) - 1))],
                     wall=wall, waits={page: statistics.mean(v) for page, v in waits.items()},
                     wait_max={page: max(v) for page, v in waits.items()}, peak=fake.peak_in_flight,
                     agent_fallbacks=fallbacks)
@@ -116,7 +135,8 @@ def main() -> None:
         result = run(latency, args.participants, args.rounds)
         results[label] = result
         print(f"{label}: {result['requests']} page requests, p95 {result['p95'] * 1000:.0f} ms, "
-              f"median {result['median'] * 1000:.0f} ms, session {result['wall']:.0f} s, "
+              f"median {result['median'] * 1000:.0f} ms (into the next app: p95 {result['transition_p95']:.2f} s), "
+              f"session {result['wall']:.0f} s, "
               f"peak model calls in flight {result['peak']}, agent fallbacks {result['agent_fallbacks']}")
         for page, seconds in sorted(result["waits"].items()):
             print(f"    human waiting for the agent on {page}: mean {seconds:.2f} s per round, "

@@ -9,7 +9,7 @@ from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.game import TranslatedWait, is_played, stage_timeout
 from lab.pages import TranslatedTimer
-from lab.session_settings import params
+from lab.session_settings import max_rounds_per_game, params
 
 doc = __doc__
 GAME = "WoC"
@@ -18,7 +18,7 @@ GAME = "WoC"
 class C(BaseConstants):
     NAME_IN_URL = "game_without_chat"
     PLAYERS_PER_GROUP = None  # pairs in H-H, one human (and an agent seat) otherwise
-    NUM_ROUNDS = protocol.MAX_ROUNDS_PER_GAME
+    NUM_ROUNDS = max_rounds_per_game()
     PAYOFFS = protocol.PAYOFFS
     CHOICES = protocol.CHOICES
 

@@ -9,6 +9,7 @@ creation instead of an error in the middle of a session.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 
 import protocol
@@ -19,6 +20,14 @@ STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMIT
 
 class SessionConfigError(ValueError):
     """A session config value that cannot run; the message says which and why."""
+
+
+def max_rounds_per_game() -> int:
+    """The game apps' NUM_ROUNDS (oTree fixes it at import): the paper's 10, or what the server's
+    LAB_MAX_ROUNDS_PER_GAME says. A session playing fewer rounds makes oTree step through every
+    unplayed round's pages when the game ends (~1.5 s in one request), so a server that only runs
+    short pilots can set it to their length."""
+    return int(os.environ.get("LAB_MAX_ROUNDS_PER_GAME", protocol.MAX_ROUNDS_PER_GAME))
 
 
 @functools.lru_cache(maxsize=1)
@@ -122,10 +131,11 @@ def validate(config: dict, num_participants: int) -> SessionParams:
         p = params_from_config(merged)
     except (TypeError, ValueError) as exc:
         raise SessionConfigError(f"Session config has a value that is not a number: {exc}") from None
-    if not 1 <= p.rounds_per_game <= protocol.MAX_ROUNDS_PER_GAME:
+    if not 1 <= p.rounds_per_game <= max_rounds_per_game():
         raise SessionConfigError(
-            f"Session config 'rounds_per_game' is {p.rounds_per_game}; it must be between 1 and "
-            f"{protocol.MAX_ROUNDS_PER_GAME} (protocol.MAX_ROUNDS_PER_GAME)."
+            f"Session config 'rounds_per_game' is {p.rounds_per_game}; this server runs between 1 and "
+            f"{max_rounds_per_game()} rounds per game (protocol.MAX_ROUNDS_PER_GAME, or the "
+            f"environment variable LAB_MAX_ROUNDS_PER_GAME)."
         )
     for stage, seconds in p.stage_limits.items():
         if seconds <= 0:

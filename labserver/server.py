@@ -33,8 +33,24 @@ def _wait_until_listening(port: int, process: subprocess.Popen, timeout: float =
     return False
 
 
+def prepare_sqlite(workdir: Path = Path(".")) -> None:
+    """Put oTree's SQLite file in WAL mode (it persists in the file).
+
+    prodserver runs two processes on the file: the server and its timeout worker, which reads
+    inside a transaction while it POSTs timed-out pages to the server. In SQLite's default mode
+    that read lock stops the server's commit until "database is locked" (seen with 72
+    participants); in WAL mode readers never block the writer, and commits are cheaper.
+    """
+    import sqlite3
+
+    with sqlite3.connect(workdir / "db.sqlite3") as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+
+
 def serve(port: int) -> int:
     env = dict(os.environ)
+    if not env.get("DATABASE_URL"):
+        prepare_sqlite()
     # prodserver starts `otree` by name for its timeout worker: the venv's bin must be on PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     database = env.get("DATABASE_URL") or "SQLite (./db.sqlite3)"

@@ -31,6 +31,7 @@ class Timing:
     page: str
     seconds: float
     method: str
+    changed_app: bool  # the request moved the participant into the next app
 
 
 @dataclass
@@ -67,7 +68,9 @@ class HttpParticipant:
             if response.status_code >= 500 and time.monotonic() < deadline:
                 time.sleep(0.5)
                 continue
-            self.timings.append(Timing(page, time.monotonic() - started, method))
+            before, after = PAGE_RE.search(url), PAGE_RE.search(response.url)
+            changed_app = bool(before and after and before["app"] != after["app"])
+            self.timings.append(Timing(page, time.monotonic() - started, method, changed_app))
             return response
 
     def play(self, timeout: float = 600) -> "HttpParticipant":
@@ -86,8 +89,9 @@ class HttpParticipant:
                 self.done = True
                 return self
             if page in WAIT_PAGES:
-                time.sleep(self.poll_seconds)
-                self.waited[page] = self.waited.get(page, 0.0) + self.poll_seconds
+                started = time.monotonic()
+                self.wait_on_wait_page(response)
+                self.waited[page] = self.waited.get(page, 0.0) + time.monotonic() - started
                 response = self._request("GET", response.url, page)
                 continue
             time.sleep(self.think_seconds(page))
@@ -99,6 +103,10 @@ class HttpParticipant:
                     time.sleep(self.poll_seconds)
                     self.waited[page] += self.poll_seconds
         raise AssertionError(f"participant {self.code} did not finish; last pages {self.pages[-5:]}")
+
+    def wait_on_wait_page(self, response: requests.Response) -> None:
+        """Until it is worth asking the wait page again (a browser listens on a websocket)."""
+        time.sleep(self.poll_seconds)
 
     def answer(self, page: str) -> dict:
         if page in ("Message1", "Message2"):

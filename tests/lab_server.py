@@ -53,7 +53,9 @@ def run_bots(workdir: Path, config: str, participants: int, overrides: dict, dat
     args += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     if export_dir:
         args += ["--export", str(export_dir)]
-    result = subprocess.run(args, cwd=workdir, env=lab_env(database_url, **(extra_env or {})),
+    # No unplayed rounds to step through: the apps have exactly the rounds the session plays.
+    rounds = {"LAB_MAX_ROUNDS_PER_GAME": str(overrides["rounds_per_game"])} if "rounds_per_game" in overrides else {}
+    result = subprocess.run(args, cwd=workdir, env=lab_env(database_url, **rounds, **(extra_env or {})),
                             capture_output=True, text=True,
                             timeout=timeout)
     if result.returncode != 0:
@@ -95,6 +97,10 @@ class LabServer:
         self.log_path = workdir / f"server-{self.port}.log"
 
     def start(self) -> "LabServer":
+        if not self.database_url:
+            from labserver.server import prepare_sqlite
+
+            prepare_sqlite(self.workdir)
         log = self.log_path.open("a")
         self.process = subprocess.Popen(
             ["otree", "prodserver", f"127.0.0.1:{self.port}"], cwd=self.workdir, env=self.env,
