@@ -10,9 +10,13 @@ import random
 import time
 
 import protocol
-from lab import matching
+from lab import matching, timeout_worker
 from lab.pages import associates_wording, texts_for
 from lab.session_settings import params
+
+
+# Game apps are imported by every oTree process, the timeout worker included.
+timeout_worker.release_database_before_requests()
 
 
 def game_rng(session_code: str, game: str, *parts) -> random.Random:
