@@ -73,8 +73,9 @@ class BenchParticipant(HttpParticipant):
         return response
 
 
-async def _wait_for(ws_url: str, is_ready, *, send, timeout: float = 300) -> None:
-    """Open a page's websocket, optionally send a message, return at the first 'ready' one."""
+async def _wait_for(ws_url: str, is_ready, *, send, timeout: float = 300, ask_every: float = 0.7) -> None:
+    """Open a page's websocket and return at the first 'ready' message; with ``send``, ask
+    again every ``ask_every`` seconds after each answer, as the AgentWait page does."""
     async with websockets.connect(ws_url, max_size=None) as ws:
         if send is not None:
             await ws.send(json.dumps(send))
@@ -83,6 +84,9 @@ async def _wait_for(ws_url: str, is_ready, *, send, timeout: float = 300) -> Non
             message = json.loads(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
             if is_ready(message):
                 return
+            if send is not None:
+                await asyncio.sleep(ask_every)
+                await ws.send(json.dumps(send))
 
 
 def run(latency: float, participants: int, rounds: int) -> dict:

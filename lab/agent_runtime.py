@@ -351,18 +351,6 @@ def wait_timeout_seconds(player, tables: GameTables, kind: str) -> float:
     return max(1.0, remaining + SETTLE_GRACE_SECONDS)
 
 
-async def wait_until_answered(player, tables: GameTables, kind: str) -> None:
-    """For an async live method: return when the running turn has an answer (or its deadline)."""
-    future = ENGINE.future(turn_key(player, tables, kind))
-    if future is None or future.done():
-        return
-    longest_turn = max(params(player.session).stage_limits.values())
-    try:
-        await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout=longest_turn + SETTLE_GRACE_SECONDS)
-    except Exception:  # timed out or the turn failed: the page settles it on submit
-        return
-
-
 def is_running(player, tables: GameTables, kind: str) -> bool:
     row = ensure_turn(player, tables, kind)
     return row is None or row.status == RUNNING

@@ -8,6 +8,7 @@ decision not made in time (the random choice, flagged).
 from __future__ import annotations
 
 import asyncio
+import time
 
 from otree.api import expect
 
@@ -47,14 +48,18 @@ def plays_round(player) -> bool:
 
 
 def call_live_method(method, **kwargs):
-    """oTree's bots run a live page's method through this: here, the AgentWait pages' wait for
-    the agent (an async generator that must be drained)."""
+    """oTree's bots run a live page's method through this: here the AgentWait pages' question
+    "has the agent answered?", asked as the page does until it has (``method`` returns an async
+    generator in oTree 6 that must be drained)."""
 
-    async def drain():
-        async for _ in method(1, {}):
-            pass
+    async def ask() -> bool:
+        async for reply in method(1, {}):
+            return bool(reply and reply[1]["ready"])
+        return False
 
-    asyncio.run(drain())
+    deadline = time.monotonic() + 120
+    while not asyncio.run(ask()) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def check_agent_turn(player, kind: str) -> None:
