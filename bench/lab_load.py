@@ -89,9 +89,9 @@ async def _wait_for(ws_url: str, is_ready, *, send, timeout: float = 300, ask_ev
                 await ws.send(json.dumps(send))
 
 
-def run(latency: float, participants: int, rounds: int) -> dict:
+def run(latency: float, participants: int, rounds: int, database_url: str = "") -> dict:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(latency=latency) as fake:
-        server = LabServer(make_project_copy(Path(tmp) / "project"), FAKE_LLM_KEY="bench-dummy-key",
+        server = LabServer(make_project_copy(Path(tmp) / "project"), database_url, FAKE_LLM_KEY="bench-dummy-key",
                            LAB_MAX_ROUNDS_PER_GAME=str(rounds)).start()
         try:
             session = server.create_session(
@@ -128,15 +128,31 @@ def run(latency: float, participants: int, rounds: int) -> dict:
                     agent_fallbacks=fallbacks)
 
 
+def _fresh_database(admin_url: str, label: str) -> str:
+    """For PostgreSQL: a new database per run, next to the one ``admin_url`` names."""
+    if not admin_url:
+        return ""
+    import psycopg2
+
+    name = "lab_bench_" + re.sub(r"\W", "_", label)[:20] + f"_{int(time.time())}"
+    connection = psycopg2.connect(admin_url)
+    connection.autocommit = True
+    connection.cursor().execute(f'CREATE DATABASE "{name}"')
+    connection.close()
+    return admin_url.rsplit("/", 1)[0] + f"/{name}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--participants", type=int, default=72)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--latency", type=float, default=5.0)
+    parser.add_argument("--database-url", default="",
+                        help="an EMPTY PostgreSQL database per run is needed; default: SQLite in a temp folder")
     args = parser.parse_args()
     results = {}
     for label, latency in (("instant agents", 0.0), (f"agents taking {args.latency:g} s", args.latency)):
-        result = run(latency, args.participants, args.rounds)
+        result = run(latency, args.participants, args.rounds, _fresh_database(args.database_url, label))
         results[label] = result
         print(f"{label}: {result['requests']} page requests, p95 {result['p95'] * 1000:.0f} ms, "
               f"median {result['median'] * 1000:.0f} ms (into the next app: p95 {result['transition_p95']:.2f} s), "
