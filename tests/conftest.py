@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.lab_server import PYTHON, lab_env, make_project_copy
+from tests.lab_server import make_project_copy
 
 PG_ADMIN_URL = os.environ.get("LAB_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -14,7 +14,7 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.proportion import proportion_effectsize
 
 import protocol
-from analysis import analyse, from_otree_bot_export, load_exports, stats, synthetic, tidy
+from analysis import analyse, from_otree_bot_export, load_exports, synthetic, tidy
 from analysis.__main__ import main as cli_main
 from analysis.load import PERCEPTION_COLUMNS, SEVEN_C_COLUMNS
 
