@@ -133,12 +133,6 @@ def own_message(player: Player, stage: int):
     return message_from(player, stage, player.associate_code)
 
 
-def set_pair_payoffs(group: Group):
-    first, second = group.get_players()
-    lab_game.settle_round(first, second.choice)
-    lab_game.settle_round(second, first.choice)
-
-
 # PAGES
 class GameIntro(TranslatedTimer, Page):
     template_name = "lab/GameIntro.html"
@@ -318,7 +312,7 @@ Read1 = _read_page(1)
 Read2 = _read_page(2)
 WaitMessage1 = _wait_for_associate("Message1")
 WaitMessage2 = _wait_for_associate("Message2")
-WaitDecision = _wait_for_associate("Decision", after=set_pair_payoffs)
+WaitDecision = _wait_for_associate("Decision", after=lab_game.settle_pair)
 AgentWaitMessage1 = agent_pages.wait_page(TABLES, "message_1", then="message_2", name="AgentWaitMessage1")
 AgentWaitMessage2 = agent_pages.wait_page(TABLES, "message_2", then="decision", name="AgentWaitMessage2")
 AgentWaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="AgentWaitDecision")

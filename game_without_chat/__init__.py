@@ -62,12 +62,6 @@ def finish_agent_round(player: Player):
     agents.finish_round(player, TABLES)
 
 
-def set_pair_payoffs(group: Group):
-    first, second = group.get_players()
-    lab_game.settle_round(first, second.choice)
-    lab_game.settle_round(second, first.choice)
-
-
 # PAGES
 class GameIntro(TranslatedTimer, Page):
     template_name = "lab/GameIntro.html"
@@ -119,7 +113,7 @@ class Decision(TranslatedTimer, Page):
 
 
 class WaitDecision(TranslatedWait, WaitPage):
-    after_all_players_arrive = set_pair_payoffs
+    after_all_players_arrive = lab_game.settle_pair
 
     @staticmethod
     def is_displayed(player: Player):

@@ -98,6 +98,13 @@ def settle_round(player, associate_choice: str) -> None:
     player.associate_payoff = associate_points
 
 
+def settle_pair(group) -> None:
+    """H-H wait page after the decisions: both players' payoffs from both choices."""
+    first, second = group.get_players()
+    settle_round(first, second.choice)
+    settle_round(second, first.choice)
+
+
 def game_total(player) -> int:
     return int(sum(pl.payoff for pl in player.in_rounds(1, player.round_number) if pl.choice))
 
