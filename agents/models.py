@@ -3,7 +3,7 @@
 ``build_model(cfg)`` returns a ``LanguageModel`` made of layers that each take and return a
 ``LanguageModel`` (Concordia style)::
 
-    DeadlineGuard(BudgetedModel(RetryingModel(RateLimitedModel(adapter))))
+    DeadlineGuard(RetryingModel(RateLimitedModel(BudgetedModel(adapter))))
 
 - the adapter sends ONE request through the provider's official async SDK (``openai``,
   ``anthropic``; Gemini and OpenAI-compatible servers through ``openai`` with a base URL), with
@@ -12,7 +12,9 @@
   concurrency limit (per event loop); waiting for either counts against the deadline;
 - ``RetryingModel``: retries 429 / 5xx / dropped connections / per-attempt timeouts with jittered
   exponential backoff, honouring Retry-After, but only while the deadline leaves room;
-- ``BudgetedModel``: refuses to send once a shared ``Budget`` is spent;
+- ``BudgetedModel``: refuses to send once a shared ``Budget`` is spent. It sits innermost, so
+  the budget is checked when a request is actually sent (after the rate and concurrency queues,
+  and before each retry), and each attempt's cost is charged as its reply arrives;
 - ``DeadlineGuard``: ``asyncio.timeout`` at the deadline and a catch-all, so ``complete`` returns
   a ``ModelReply`` by the deadline and never raises (cancellation by the caller excepted).
 
@@ -62,8 +64,9 @@ class Budget:
     """Money shared by many models; once ``spent >= limit`` calls return status ``budget`` unsent.
 
     Thread-safe and asyncio-safe (a lock around two floats, never awaited while held). The check
-    happens before sending, so calls already in flight may overshoot the limit by their cost.
-    ``limit=None`` only counts.
+    happens when a request is sent (``BudgetedModel`` is the innermost layer), so only requests
+    already in flight when the limit is reached can overshoot it: at most the models'
+    ``concurrency`` x the dearest call. ``limit=None`` only counts.
     """
 
     def __init__(self, limit: Optional[float]) -> None:
@@ -479,7 +482,10 @@ class RetryingModel:
 
 
 class BudgetedModel:
-    """Charges each call's cost to a shared ``Budget``; sends nothing once it is spent."""
+    """Charges each attempt's cost to a shared ``Budget``; sends nothing once it is spent.
+
+    Wraps the adapter directly (see ``build_model``): the check is made at the moment of sending.
+    """
 
     def __init__(self, inner: LanguageModel, budget: Budget) -> None:
         self.inner = inner
@@ -549,11 +555,13 @@ def build_model(cfg: ModelConfig, *, budget: Optional[Budget] = None) -> Languag
     go wrong later is a status in a ``ModelReply``.
     """
     model: LanguageModel = build_adapter(cfg)
+    if budget is not None:
+        # Innermost: checked when the request is sent, not when it joins the queue (a queued call
+        # passing a check made before the wait would overshoot the budget by the whole queue).
+        model = BudgetedModel(model, budget)
     if cfg.provider != "simulated":  # no provider to protect, nothing that could pass on a retry
         model = RateLimitedModel(model, concurrency=cfg.concurrency, requests_per_minute=cfg.requests_per_minute)
         model = RetryingModel(model, max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,
                               max_delay=cfg.retry_max_delay)
-    if budget is not None:
-        model = BudgetedModel(model, budget)
     return DeadlineGuard(model)
 

@@ -30,6 +30,12 @@ Settings (``set(**kwargs)``, all changeable while requests are in flight):
   ``"truncated"`` (half the reply text, ``finish_reason "length"`` / ``stop_reason "max_tokens"``).
 - ``fail_every_nth`` (int or None): when set, ``mode`` applies only to every n-th request (by the
   server-wide request count); the others are answered ok.
+- ``fail_rate`` (0..1 or None): when set, ``mode`` applies to each request with this probability
+  (drawn from a generator seeded by ``fault_seed``, default 0, in the order requests arrive);
+  with ``fail_every_nth`` too, a request must be picked by both. E.g.
+  ``server.set(mode="500", fail_rate=0.3)``: about 30 % of requests get HTTP 500.
+- ``latency_jitter`` (s, default 0): a uniform random extra delay in [0, latency_jitter] on top of
+  ``latency`` (same generator).
 - ``reply``: None (default: a reply in the paper's format, a ``<message>`` or ``I DECIDE TO CHOOSE
   [A]`` depending on whether the last user prompt asks for a decision), a string, or a callable
   ``(request_json: dict, api: "openai" | "anthropic") -> str``.
@@ -41,6 +47,7 @@ Counters: ``request_count`` (all requests received), ``requests`` (list of ``(ap
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 import uuid
@@ -54,6 +61,9 @@ DEFAULTS: dict[str, Any] = {
     "slow_seconds": 30.0,
     "retry_after": 1,
     "fail_every_nth": None,
+    "fail_rate": None,
+    "fault_seed": 0,
+    "latency_jitter": 0.0,
     "reply": None,
 }
 DEFAULT_MESSAGE_REPLY = (
@@ -97,6 +107,7 @@ class FakeLLMServer:
         self.requests: list[tuple[str, dict]] = []
         self.in_flight = 0
         self.peak_in_flight = 0
+        self._rng = random.Random(DEFAULTS["fault_seed"])
         self.set(**settings)
         self._httpd: Optional[_Server] = None
         self._thread: Optional[threading.Thread] = None
@@ -143,10 +154,13 @@ class FakeLLMServer:
             raise ValueError(f"mode must be one of {MODES}")
         with self._lock:
             self._settings.update(settings)
+            if "fault_seed" in settings:
+                self._rng = random.Random(settings["fault_seed"])
 
     def reset(self) -> None:
         with self._lock:
             self._settings = dict(DEFAULTS)
+            self._rng = random.Random(DEFAULTS["fault_seed"])
             self.request_count = 0
             self.requests = []
             self.peak_in_flight = self.in_flight
@@ -161,6 +175,10 @@ class FakeLLMServer:
             settings = dict(self._settings)
             nth = settings["fail_every_nth"]
             applies = nth is None or self.request_count % nth == 0
+            if settings["fail_rate"] is not None:
+                applies = applies and self._rng.random() < settings["fail_rate"]
+            if settings["latency_jitter"]:
+                settings["latency"] += self._rng.uniform(0.0, settings["latency_jitter"])
             return settings, settings["mode"] if applies else "ok"
 
     def _leave(self) -> None:
