@@ -58,7 +58,7 @@ class StandInModel:
         self.budget.spent += self.config.price_per_call or 0
         digest = int(hashlib.sha256(request.encode()).hexdigest(), 16)
         text = f"I DECIDE TO CHOOSE [{'AB'[digest % 2]}]" if "decide" in messages[-1].content else f"<hi {digest % 97}>"
-        return ModelReply(status="ok", text=text, input_tokens=10, output_tokens=5)
+        return ModelReply(status="ok", text=text, input_tokens=10, output_tokens=5, cost=self.config.price_per_call)
 
 
 class StandInBudget:
@@ -126,6 +126,7 @@ def stand_in_backend(models: list, **model_kwargs) -> Backend:
         new_agent=StandInAgent,
         restore_agent=StandInAgent.from_state,
         cost_of=lambda cfg, i, o: cfg.price_per_call,
+        settings_of=lambda cfg: ModelSettings(provider=cfg.provider, model=cfg.model),
     )
 
 
@@ -247,7 +248,7 @@ def test_refuses_to_start_over_budget(tmp_path):
         run(small_config(tmp_path, budget_usd=1.0), stand_in_backend(models))  # 144 x $0.01
     assert models == []
     run(small_config(tmp_path, budget_usd=2.0), stand_in_backend(models))
-    assert json.loads((tmp_path / "t" / "spending.json").read_text())
+    assert RunStore(tmp_path / "t").spent() == pytest.approx(1.44)  # one line per paid call
 
 
 def test_changed_design_is_refused_in_the_same_run_folder(tmp_path):

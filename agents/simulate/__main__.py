@@ -14,6 +14,13 @@ from agents.config import ConfigError
 from .config import load_config
 from .runner import (BudgetExceeded, BudgetExhausted, ProviderConfigError, plan_run,
                      run_simulation)
+from .store import FingerprintMismatch
+
+# Printed as one line (no traceback), exit code 2.
+STOPPING_ERRORS = (BudgetExceeded, BudgetExhausted, ProviderConfigError, ConfigError, FingerprintMismatch)
+
+
+EXIT_OK, EXIT_STOPPED, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 2, 3, 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,28 +34,31 @@ def main(argv: list[str] | None = None) -> int:
                         help="print the number of calls and the estimated cost, then stop")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    config = load_config(args.config)
-    if args.estimate:
-        from .backend import agents_backend
-        from .store import RunStore
-
-        print(plan_run(config, agents_backend(), RunStore(config.run_dir)).describe())
-        return 0
     try:
+        config = load_config(args.config)
+        if args.estimate:
+            from .backend import agents_backend
+            from .store import RunStore
+
+            print(plan_run(config, agents_backend(), RunStore(config.run_dir)).describe())
+            return EXIT_OK
         result = run_simulation(config, show_progress=not args.no_progress)
-    except (BudgetExceeded, BudgetExhausted, ProviderConfigError, ConfigError) as error:
+    except STOPPING_ERRORS as error:
         print(f"stopped: {error}", file=sys.stderr)
-        return 2
+        return EXIT_STOPPED
     except KeyboardInterrupt:
         print("interrupted: finished games are saved; rerun the same command to continue",
               file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     print(f"{result.games_played} games played, {result.games_skipped} resumed from earlier attempts; "
           f"{result.calls} calls ({result.cache_hits} from the cache, {result.failures} failed); "
           f"spent ${result.spent:.4f}")
     for name, path in result.outputs.items():
         print(f"  {name}: {path}")
-    return 0
+    if result.excluded_line():
+        print(result.excluded_line(), file=sys.stderr)
+        return EXIT_INCOMPLETE
+    return EXIT_OK
 
 
 def _replay(argv: list[str]) -> int:
@@ -58,13 +68,27 @@ def _replay(argv: list[str]) -> int:
     parser.add_argument("config", help="TOML file: the models (and language) to replay with")
     parser.add_argument("export_dir", help="folder of lab export CSVs (decisions + messages)")
     parser.add_argument("--persona", help="replay with this persona (default: each agent's own)")
+    parser.add_argument("--estimate", action="store_true",
+                        help="print the number of calls and the estimated cost, then stop")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    outputs = run_replay(load_config(args.config), args.export_dir, persona=args.persona,
-                         show_progress=not args.no_progress)
-    for name, path in outputs.items():
+    try:
+        config = load_config(args.config)
+        result = run_replay(config, args.export_dir, persona=args.persona, estimate_only=args.estimate,
+                            show_progress=not args.no_progress)
+    except STOPPING_ERRORS as error:
+        print(f"stopped: {error}", file=sys.stderr)
+        return EXIT_STOPPED
+    except KeyboardInterrupt:
+        print("interrupted: rerun the same command to continue (answered calls come from the cache)",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    for name, path in result.outputs.items():
         print(f"  {name}: {path}")
-    return 0
+    if result.excluded_line():
+        print(result.excluded_line(), file=sys.stderr)
+        return EXIT_INCOMPLETE
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -19,11 +19,11 @@ from .config import SimulationConfig
 ANNOTATIONS_FILE = "annotations_machine.csv"
 
 
-def annotate_run(config: SimulationConfig, build_model: Any, budget: Any) -> Path:
+def annotate_run(config: SimulationConfig, build_model: Any, budget: Any, on_reply: Any = None) -> Path:
     """Write ``annotations_machine.csv`` for the WC conversations of the run's tables.
 
     Runs its own event loop (``machine_annotate`` does): call it outside a running loop, or in a
-    thread.
+    thread. ``on_reply`` gets every reply not served from the cache (the run's spending log).
     """
     from analysis.annotation import machine_annotate
     from analysis.load import load_exports
@@ -34,7 +34,7 @@ def annotate_run(config: SimulationConfig, build_model: Any, budget: Any) -> Pat
     cache = ResponseCache(config.resolved_cache_path)
     try:
         entry = config.annotation
-        model = CachedModel(build_model(entry.config, budget), cache, namespace="annotation")
+        model = CachedModel(build_model(entry.config, budget), cache, namespace="annotation", on_reply=on_reply)
         table = machine_annotate(conversations, model=model, concurrency=entry.config.concurrency)
     finally:
         cache.close()

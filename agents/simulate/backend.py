@@ -22,12 +22,19 @@ class Backend:
     restore_agent: Callable[[dict, Any], Any]
     # (ModelConfig, input_tokens, output_tokens) -> USD, or None when the price is unknown
     cost_of: Callable[[Any, int, int], Optional[float]]
+    # ModelConfig -> the ModelSettings its model sends (part of every cache key), without
+    # building a client (estimates need no API key). None: ``build_model(cfg, None).settings``.
+    settings_of: Optional[Callable[[Any], Any]] = None
 
 
 def agents_backend() -> Backend:
     """The real thing: ``agents.models`` and ``agents.agent``."""
     from agents.agent import PersonaAgent
-    from agents.models import Budget, build_model
+    from agents.models import Budget, build_adapter, build_model, model_settings
+
+    def settings_of(cfg):
+        # The offline model records its own settings; the others send model_settings(cfg).
+        return build_adapter(cfg).settings if cfg.provider == "simulated" else model_settings(cfg)
 
     def new_agent(agent_id, persona, model, *, language, with_communication, seed):
         return PersonaAgent(agent_id, persona, model, language=language,
@@ -39,4 +46,5 @@ def agents_backend() -> Backend:
         new_agent=new_agent,
         restore_agent=PersonaAgent.from_state,
         cost_of=lambda cfg, input_tokens, output_tokens: cfg.cost(input_tokens, output_tokens),
+        settings_of=settings_of,
     )

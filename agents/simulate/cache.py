@@ -22,7 +22,7 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from agents.types import CallStatus, ChatMessage, ModelReply
 
@@ -41,11 +41,24 @@ def cache_scope(name: str) -> Iterator[None]:
         _scope.reset(token)
 
 
+def current_cache_scope() -> str:
+    return _scope.get()
+
+
 class ResponseCache:
     """SQLite table: key -> the provider's reply. One file, shared by runs that share it."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
+        if read_only:
+            # For estimates: look up, never create or write (a missing file is an empty cache).
+            if self.path.exists():
+                self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            else:
+                self._db = sqlite3.connect(":memory:")
+                self._db.execute("CREATE TABLE replies (key TEXT PRIMARY KEY, request TEXT, reply TEXT)")
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path)
         # WAL + NORMAL: a committed row survives a killed process, at a few ms per write.
@@ -70,6 +83,16 @@ class ResponseCache:
         )
         self._db.commit()
 
+    def scopes(self, namespace: str) -> set[str]:
+        """The scopes that have at least one stored reply in ``namespace``."""
+        rows = self._db.execute("SELECT request FROM replies").fetchall()
+        found = set()
+        for (request,) in rows:
+            data = json.loads(request)
+            if data.get("namespace") == namespace:
+                found.add(data.get("scope", ""))
+        return found
+
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
 
@@ -80,13 +103,21 @@ class ResponseCache:
 class CachedModel:
     """Wraps a ``LanguageModel``; is one. Counts hits and misses for progress reports."""
 
-    def __init__(self, inner: Any, cache: ResponseCache, *, namespace: str = ""):
+    def __init__(self, inner: Any, cache: ResponseCache, *, namespace: str = "",
+                 on_reply: Optional[Callable[[ModelReply], None]] = None, read_only: bool = False):
         self.inner = inner
         self.settings = inner.settings
         self.cache = cache
         self.namespace = namespace  # e.g. the run's seed: a new namespace draws new samples
+        # Called with every reply that did not come from the cache, before it is stored: the
+        # run's spending log (a kill after it loses no record of money spent).
+        self.on_reply = on_reply
+        self.read_only = read_only  # look up only (estimates)
         self.hits = 0
         self.misses = 0
+        # Of the calls not served from the cache: tokens and USD (None-cost replies not summed).
+        self.sent_input_tokens = self.sent_output_tokens = 0
+        self.sent_cost = 0.0
         self._occurrences: dict[tuple[str, str], int] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -118,6 +149,11 @@ class CachedModel:
             return cached
         self.misses += 1
         reply = await self.inner.complete(messages, deadline=deadline)
-        if CallStatus(reply.status).value in CACHEABLE_STATUSES:
+        self.sent_input_tokens += reply.input_tokens or 0
+        self.sent_output_tokens += reply.output_tokens or 0
+        self.sent_cost += reply.cost or 0.0
+        if self.on_reply is not None:
+            self.on_reply(reply)
+        if not self.read_only and CallStatus(reply.status).value in CACHEABLE_STATUSES:
             self.cache.put(key, request, reply)
         return reply

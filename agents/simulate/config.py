@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 import protocol
 
@@ -52,12 +52,20 @@ class SimulationConfig(BaseModel):
     # concurrency limit never turns into a timed-out turn.
     use_stage_limits: bool = False
     budget_usd: Optional[float] = Field(None, ge=0)
-    # Cost estimate: tokens of one call (prompt with history, and reply).
-    estimated_input_tokens: int = Field(1500, ge=0)
+    # The stated reply length (tokens) of the cost estimate; the prompts are rendered, not guessed.
     estimated_output_tokens: int = Field(300, ge=0)
     cache_path: Optional[Path] = None  # default: cache.sqlite in the run folder
     # A model that annotates the conversations' agreements (SI Note 2) for Figure S23.
     annotation: Optional[ModelEntry] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "estimated_input_tokens" in data:
+            raise ValueError("estimated_input_tokens is no longer used: the estimate renders every prompt "
+                             "as the agents will send it; remove the key (estimated_output_tokens is "
+                             "the stated reply length)")
+        return data
 
     @field_validator("models", mode="before")
     @classmethod
@@ -88,6 +96,16 @@ class SimulationConfig(BaseModel):
         labels = [m.label for m in self.models]
         if len(set(labels)) != len(labels):
             raise ValueError(f"model labels must be unique: {labels}")
+        if self.budget_usd is not None:
+            from .estimate import unpriced
+
+            entries = self.models + ([self.annotation] if self.annotation is not None else [])
+            missing = [f"{e.label} ({e.config.model})" for e in entries if unpriced(e.config)]
+            if missing:
+                raise ValueError(
+                    f"budget_usd is set but {', '.join(missing)} has no price in agents/prices.toml, so "
+                    f"the budget could not hold: give price_input_per_mtok and price_output_per_mtok "
+                    f"(USD per million tokens) in its model table, or remove budget_usd")
         if self.rounds > self.group_size:
             # The rotation pairs agent i with (i + r) mod group_size: beyond group_size rounds
             # an agent would meet the same associate twice within one matchup.
@@ -104,8 +122,30 @@ class SimulationConfig(BaseModel):
 
 
 def load_config(path: str | Path, **overrides: Any) -> SimulationConfig:
-    """Read and validate a TOML config; relative paths in it are relative to the working dir."""
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+    """Read and validate a TOML config; relative paths in it are relative to the working dir.
+
+    Raises ``agents.config.ConfigError`` with a plain message (file, key, what is wrong)."""
+    from agents.config import ConfigError
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the config: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
     data.update(overrides)
-    return SimulationConfig(**data)
+    try:
+        return SimulationConfig(**data)
+    except ValidationError as error:
+        raise ConfigError(f"{path}: {describe_errors(error)}") from None
+
+
+def describe_errors(error: ValidationError) -> str:
+    """pydantic's errors as one line per problem: ``key: message``."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
+    return "; ".join(problems)

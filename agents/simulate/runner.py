@@ -22,8 +22,10 @@ from agents.types import CallStatus, TurnKind
 
 from . import design
 from .backend import Backend, agents_backend
-from .cache import CachedModel, ResponseCache, cache_scope
+from .cache import CachedModel, ResponseCache, cache_scope, current_cache_scope
 from .config import SimulationConfig, load_config
+from .estimate import (EstimatingModel, ModelEstimate, Tally, current_tally, describe_overshoot,
+                       price_source)
 from .store import RunStore
 
 # ModelConfig fields that change how fast or where a model is asked, not what it answers.
@@ -35,10 +37,10 @@ OPERATIONAL_MODEL_FIELDS = {
 
 
 ANNOTATION_INPUT_TOKENS, ANNOTATION_OUTPUT_TOKENS = 500, 80
-
-
-class _BudgetStop(Exception):
-    """Inside a run: this unit stops at the budget; calls already in flight still finish."""
+# A turn that fell back for one of these reasons did not get an answer from the model: its game
+# is not a result. It is kept out of the tables and played again by a rerun.
+PROVIDER_FAILURES = {CallStatus.PROVIDER_ERROR.value, CallStatus.TIMEOUT.value, CallStatus.RATE_LIMITED.value,
+                     CallStatus.BUDGET.value, CallStatus.CANCELLED.value, CallStatus.CONFIG_ERROR.value}
 
 
 class BudgetExhausted(RuntimeError):
@@ -59,22 +61,34 @@ class Plan:
 
     games_total: int
     games_done: int
-    calls_remaining: int  # first asks; re-asks of malformed replies come on top
+    calls_remaining: int  # first asks not served by the cache; re-asks come on top
     cost_estimate: Optional[float]  # USD for the remaining calls; None when a price is unknown
     spent_before: float  # USD spent by earlier attempts of this run
     budget_left: Optional[float]
     per_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    games_to_retry: int = 0  # written with provider failures by earlier attempts
+    cache_hits: int = 0  # first asks the cache will serve
+    reply_tokens: int = 0
+    estimates: list[ModelEstimate] = field(default_factory=list)
 
     def describe(self) -> str:
-        lines = [f"games: {self.games_total} ({self.games_done} already played)",
-                 f"model calls to make: {self.calls_remaining} (+ re-asks of malformed replies)"]
+        lines = [f"games: {self.games_total} ({self.games_done} already played"
+                 + (f", {self.games_to_retry} to play again after provider failures" if self.games_to_retry else "")
+                 + ")",
+                 f"model calls to make: {self.calls_remaining} (+ re-asks of malformed replies)"
+                 + (f"; {self.cache_hits} more served from the cache" if self.cache_hits else ""),
+                 f"estimate: the prompts as the agents will render them, replies of {self.reply_tokens} tokens"]
         for label, m in self.per_model.items():
             cost = "unknown price" if m["cost"] is None else f"~${m['cost']:.2f}"
-            lines.append(f"  {label}: {m['calls']} calls, {cost}")
+            tokens = (f", {m['input_tokens']:,} tokens in (largest prompt {m['max_input_tokens']:,}), "
+                      f"{m['output_tokens']:,} out" if "input_tokens" in m else "")
+            source = f" [prices: {m['price_source']}]" if m.get("price_source") else ""
+            lines.append(f"  {label}: {m['calls']} calls{tokens}, {cost}{source}")
         cost = "unknown (a price is missing)" if self.cost_estimate is None else f"~${self.cost_estimate:.2f}"
         lines.append(f"estimated cost: {cost}; spent by earlier attempts: ${self.spent_before:.2f}")
         if self.budget_left is not None:
-            lines.append(f"budget left: ${self.budget_left:.2f}")
+            overshoot = describe_overshoot(self.estimates)
+            lines.append(f"budget left: ${self.budget_left:.2f}" + (f"; {overshoot}" if overshoot else ""))
         return "\n".join(lines)
 
 
@@ -89,6 +103,33 @@ class RunResult:
     spent: float  # USD spent by this attempt (cache hits cost nothing)
     play_seconds: float  # wall time of the games (without writing tables and figures)
     outputs: dict[str, Path] = field(default_factory=dict)
+    games_excluded: int = 0  # of the design, not in the tables: failed, or waiting for a failed one
+    games_failed: int = 0  # of those, written with provider failures (a rerun plays them again)
+    plan: Optional[Plan] = None
+    actual: dict[str, dict[str, Any]] = field(default_factory=dict)  # per model, calls not from the cache
+
+    def excluded_line(self) -> Optional[str]:
+        if not self.games_excluded:
+            return None
+        return (f"games excluded: {self.games_excluded} of {self.plan.games_total if self.plan else '?'} "
+                f"are not in the tables and figures ({self.games_failed} with provider failures, "
+                f"{self.games_excluded - self.games_failed} not played after them in their repeat); "
+                f"rerun the same command to play them")
+
+    def estimate_vs_actual(self) -> list[str]:
+        """Per model: estimated vs actual calls, tokens and cost of the calls not served from the cache."""
+        if self.plan is None:
+            return []
+        lines = ["estimated vs actual (calls not served from the cache):"]
+        for label, actual in self.actual.items():
+            planned = self.plan.per_model.get(label, {})
+            est_cost = planned.get("cost")
+            lines.append(
+                f"  {label}: calls {planned.get('calls', 0)} vs {actual['calls']}; "
+                f"tokens in {planned.get('input_tokens', 0):,} vs {actual['input_tokens']:,}; "
+                f"out {planned.get('output_tokens', 0):,} vs {actual['output_tokens']:,}; "
+                f"cost {'unknown' if est_cost is None else f'${est_cost:.4f}'} vs ${actual['cost']:.4f}")
+        return lines
 
 
 def fingerprints(config: SimulationConfig) -> dict[str, str]:
@@ -104,26 +145,43 @@ def fingerprints(config: SimulationConfig) -> dict[str, str]:
     return result
 
 
-def plan_run(config: SimulationConfig, backend: Backend, store: RunStore) -> Plan:
+def _settings_of(backend: Backend, cfg: Any) -> Any:
+    """What the real model will send (its settings are part of every cache key)."""
+    if backend.settings_of is not None:
+        return backend.settings_of(cfg)
+    return backend.build_model(cfg, None).settings
+
+
+def _all_games(config: SimulationConfig) -> list[design.Game]:
+    return [g for u in design.units(config) for r in range(1, config.rounds + 1)
+            for g in design.games_of_round(u, r, config.group_size)]
+
+
+async def estimate_plan(config: SimulationConfig, backend: Backend, store: RunStore) -> Plan:
+    """The plan of a (re)run, its estimate from the remaining games played dry (see estimate.py)."""
     done = {r["key"] for r in store.read_games()}
-    all_games = [g for u in design.units(config) for r in range(1, config.rounds + 1)
-                 for g in design.games_of_round(u, r, config.group_size)]
-    per_call = design.calls_per_game(config.game)
+    failed = {r["key"] for r in store.read_games(failed=True) if r.get("failed")} - done
+    all_games = _all_games(config)
+    cache = ResponseCache(config.resolved_cache_path, read_only=True)
+    try:
+        estimates = await _dry_run(config, backend, store, cache)
+        cached_annotations = _count_namespace(cache, "annotation")
+    finally:
+        cache.close()
     per_model: dict[str, dict[str, Any]] = {}
-    for entry in config.models:
-        remaining = sum(1 for g in all_games if g.unit.model_label == entry.label and g.key not in done)
-        calls = remaining * per_call
-        unit_cost = backend.cost_of(entry.config, config.estimated_input_tokens,
-                                    config.estimated_output_tokens)
-        per_model[entry.label] = {"calls": calls, "cost": None if unit_cost is None else calls * unit_cost}
+    for e in estimates:
+        per_model[e.label] = {"calls": e.tally.calls, "cost": e.cost, "input_tokens": e.tally.input_tokens,
+                              "output_tokens": e.tally.output_tokens, "max_input_tokens": e.tally.max_input_tokens,
+                              "cache_hits": e.tally.cache_hits, "price_source": e.price_source}
     if config.annotation is not None and config.game == "WC":
-        # One call per new conversation; the prompt is the four messages and the instructions.
-        remaining = sum(1 for g in all_games if g.key not in done)
+        # One call per conversation (all are annotated again; the cache serves the earlier ones).
+        remaining = max(0, len(all_games) - cached_annotations)
         unit_cost = backend.cost_of(config.annotation.config, ANNOTATION_INPUT_TOKENS, ANNOTATION_OUTPUT_TOKENS)
         per_model[f"annotation ({config.annotation.label})"] = {
-            "calls": remaining, "cost": None if unit_cost is None else remaining * unit_cost}
+            "calls": remaining, "cost": None if unit_cost is None else remaining * unit_cost,
+            "price_source": price_source(config.annotation.config)}
     costs = [m["cost"] for m in per_model.values()]
-    spent_before = sum(store.spending().values())
+    spent_before = store.spent()
     return Plan(
         games_total=len(all_games),
         games_done=sum(1 for g in all_games if g.key in done),
@@ -132,7 +190,71 @@ def plan_run(config: SimulationConfig, backend: Backend, store: RunStore) -> Pla
         spent_before=spent_before,
         budget_left=None if config.budget_usd is None else max(0.0, config.budget_usd - spent_before),
         per_model=per_model,
+        games_to_retry=sum(1 for g in all_games if g.key in failed),
+        cache_hits=sum(e.tally.cache_hits for e in estimates),
+        reply_tokens=config.estimated_output_tokens,
+        estimates=estimates,
     )
+
+
+def _count_namespace(cache: ResponseCache, namespace: str) -> int:
+    rows = cache._db.execute("SELECT request FROM replies").fetchall()
+    return sum(1 for (request,) in rows if json.loads(request).get("namespace") == namespace)
+
+
+def plan_run(config: SimulationConfig, backend: Backend, store: RunStore) -> Plan:
+    """``estimate_plan`` outside an event loop (``--estimate``, tests)."""
+    return asyncio.run(estimate_plan(config, backend, store))
+
+
+class _NoProgress:
+    calls = failures = tokens = cache_hits = 0
+    spent = 0.0
+
+    def add(self, turn: Any) -> None:
+        pass
+
+
+class _DryStore:
+    """The run's store for reading; writes nothing."""
+
+    def __init__(self, store: RunStore) -> None:
+        self._store = store
+
+    def read_games(self, **kwargs: Any):
+        return self._store.read_games(**kwargs)
+
+    def append_game(self, record: dict[str, Any]) -> None:
+        pass
+
+
+async def _dry_run(config: SimulationConfig, backend: Backend, store: RunStore,
+                   cache: ResponseCache) -> list[ModelEstimate]:
+    namespace = f"seed={config.seed}"
+    models, estimates = {}, []
+    for entry in config.models:
+        cfg = entry.config
+        stand_in = EstimatingModel(_settings_of(backend, cfg), config.estimated_output_tokens,
+                                   lambda i, o, cfg=cfg: backend.cost_of(cfg, i, o))
+        models[entry.label] = CachedModel(stand_in, cache, namespace=namespace, read_only=True)
+        estimates.append(ModelEstimate(entry.label, price_source=price_source(cfg),
+                                       concurrency=getattr(cfg, "concurrency", 1) or 1))
+    cached_units = {scope.rsplit("|", 4)[0] for scope in cache.scopes(namespace)}
+    tournament = _DryTournament(config, backend, _DryStore(store), models, _NoProgress(), "estimate")
+    tournament.cached_units = cached_units
+    await tournament.run()
+    by_label = {e.label: e for e in estimates}
+    for label, tally in tournament.model_tallies().items():
+        by_label[label].tally = tally
+    for entry in config.models:
+        e = by_label[entry.label]
+        e.tally.cache_hits = models[entry.label].hits
+        if e.tally.calls:
+            max_tokens = getattr(entry.config, "max_tokens", config.estimated_output_tokens)
+            e.dearest_call = backend.cost_of(entry.config, e.tally.max_input_tokens, max_tokens)
+        else:
+            e.dearest_call = 0.0
+    return estimates
 
 
 class _Progress:
@@ -183,34 +305,37 @@ class Tournament:
                 if self.latest_states.get(agent, (0,))[0] < record["round"]:
                     self.latest_states[agent] = (record["round"], record["states"][side])
         self.games_played = 0
+        self.games_failed = 0
         self.with_communication = config.game == "WC"
         self.budget_spent = False
 
     async def run(self) -> None:
         try:
             async with asyncio.TaskGroup() as tasks:  # one failing unit (bad key) stops all
-                for unit in design.units(self.config):
+                for unit in self.units_to_run():
                     tasks.create_task(self.run_unit(unit))
         except ExceptionGroup as group:
             ours = [e for e in group.exceptions if isinstance(e, ProviderConfigError)]
             if ours:
                 raise ours[0] from None
             raise
-        if self.budget_spent:
-            raise BudgetExhausted("the budget is spent; raise budget_usd and rerun to continue")
+
+    def units_to_run(self) -> list[design.Unit]:
+        return design.units(self.config)
 
     async def run_unit(self, unit: design.Unit) -> None:
-        """A unit's rounds in order. At the budget it stops quietly, letting the calls already
-        sent (and paid) finish into the cache, so that a rerun never pays for them again."""
+        """A unit's rounds in order. After a round in which a game failed (provider errors, the
+        budget) the unit stops: its agents' next rounds would build on a turn that never got an
+        answer. Calls already sent finish into the cache, so a rerun never pays for them again."""
         agents = self._agents_of(unit)
         for round_number in range(1, self.config.rounds + 1):
             games = [g for g in design.games_of_round(unit, round_number, self.config.group_size)
                      if g.key not in self.finished]
             outcomes = await asyncio.gather(*(self.play(g, agents[("a", g.pair)], agents[("b", g.index_b)])
                                               for g in games), return_exceptions=True)
-            if any(isinstance(outcome, _BudgetStop) for outcome in outcomes):
-                return
             _raise_first(outcomes)
+            if not all(outcomes):
+                return
 
     def _agents_of(self, unit: design.Unit) -> dict[tuple[str, int], Any]:
         """Fresh agents for a new unit; for a resumed one, each from its latest game."""
@@ -229,7 +354,8 @@ class Tournament:
                         seed=stable_int(f"{self.config.seed}|{unit.id}|{side}{index}"))
         return agents
 
-    async def play(self, game: design.Game, agent_a: Any, agent_b: Any) -> None:
+    async def play(self, game: design.Game, agent_a: Any, agent_b: Any) -> bool:
+        """One game; False when a turn got no answer from the model (see PROVIDER_FAILURES)."""
         r = game.round_number
         turns: dict[str, list[Any]] = {"a": [], "b": []}
 
@@ -266,11 +392,19 @@ class Tournament:
             "states": {"a": agent_a.to_state(), "b": agent_b.to_state()},
             "finished_at": time.time(),
         }
+        failures = sorted({t.fallback_reason for ts in turns.values() for t in ts
+                           if getattr(t, "fallback_reason", None) in PROVIDER_FAILURES})
+        if failures:
+            # On the record (every call is), but not a result: not finished, not an agent state
+            # to resume from. A rerun plays the game again; its answered calls come from the cache.
+            record["failed"] = failures
+            self.store.append_game(record)
+            self.games_failed += 1
+            return False
         self.store.append_game(record)
-        # Kept up to date so that a hard kill loses no spending from the budget's account.
-        self.store.record_spending(self.attempt, self.progress.spent)
         self.finished.add(game.key)
         self.games_played += 1
+        return True
 
     async def _turn(self, game: design.Game, side: str, kind: TurnKind, call) -> Any:
         deadline = (time.monotonic() + protocol.STAGE_LIMITS[kind.value]
@@ -280,13 +414,47 @@ class Tournament:
         self.progress.add(result)
         statuses = {c.status for c in result.calls}
         if CallStatus.BUDGET.value in statuses or result.fallback_reason == CallStatus.BUDGET.value:
-            # The game is not written: a rerun with a larger budget plays it properly.
             self.budget_spent = True
-            raise _BudgetStop()
         if CallStatus.CONFIG_ERROR.value in statuses:
             error = next(c.error for c in result.calls if c.status == CallStatus.CONFIG_ERROR.value)
             raise ProviderConfigError(f"{game.unit.model_label}: {error}")
         return result
+
+
+class _DryTournament(Tournament):
+    """The tournament played against estimating models (estimate.py): counts, sends nothing.
+
+    Units that start fresh and have nothing in the cache play alike: one per model and matchup
+    is played, and counted for all of them."""
+
+    cached_units: set[str] = set()
+
+    def units_to_run(self) -> list[design.Unit]:
+        self.tallies: list[tuple[str, Tally, int]] = []  # (model label, tally, units it stands for)
+        started = ({key.rsplit("|", 2)[0] for key in self.finished}
+                   | {unit_id for (unit_id, _, _) in self.latest_states} | self.cached_units)
+        self.weights: dict[str, int] = {}
+        representative: dict[tuple[str, str], str] = {}
+        for unit in design.units(self.config):
+            if unit.id in started:
+                self.weights[unit.id] = 1
+                continue
+            kind = (unit.model_label, unit.matchup.id)
+            representative.setdefault(kind, unit.id)
+            self.weights[representative[kind]] = self.weights.get(representative[kind], 0) + 1
+        return [u for u in design.units(self.config) if u.id in self.weights]
+
+    async def run_unit(self, unit: design.Unit) -> None:
+        tally = Tally()
+        current_tally.set(tally)  # this task's own context: the unit's calls count here
+        await super().run_unit(unit)
+        self.tallies.append((unit.model_label, tally, self.weights[unit.id]))
+
+    def model_tallies(self) -> dict[str, Tally]:
+        totals: dict[str, Tally] = {}
+        for label, tally, times in self.tallies:
+            totals.setdefault(label, Tally()).merge(tally, times)
+        return totals
 
 
 def _raise_first(outcomes: list) -> None:
@@ -317,7 +485,7 @@ async def run_tournament(config: SimulationConfig, *, backend: Optional[Backend]
 
     backend = backend or agents_backend()
     store = RunStore(config.run_dir)
-    plan = plan_run(config, backend, store)
+    plan = await estimate_plan(config, backend, store)
     log(plan.describe())
     if (plan.budget_left is not None and plan.cost_estimate is not None
             and plan.cost_estimate > plan.budget_left):
@@ -328,27 +496,50 @@ async def run_tournament(config: SimulationConfig, *, backend: Optional[Backend]
     providers = {e.label: backend.build_model(e.config, budget) for e in config.models}
     store.check_fingerprints(fingerprints(config))
     cache = ResponseCache(config.resolved_cache_path)
-    models = {label: CachedModel(model, cache, namespace=f"seed={config.seed}")
+    attempt = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+    def spending_log(label: str):
+        return lambda reply: store.record_call(attempt, label, reply, current_cache_scope())
+
+    models = {label: CachedModel(model, cache, namespace=f"seed={config.seed}", on_reply=spending_log(label))
               for label, model in providers.items()}
     progress = _Progress(plan.calls_remaining, budget, list(models.values()), show_progress)
-    attempt = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
     tournament = Tournament(config, backend, store, models, progress, attempt)
     started = time.monotonic()
     try:
         await tournament.run()
     finally:
         progress.close()
-        store.record_spending(attempt, progress.spent)
         store.close()
         cache.close()
     result = RunResult(config.run_dir, tournament.games_played, plan.games_done, progress.calls,
-                       progress.failures, progress.cache_hits, progress.spent, time.monotonic() - started)
-    result.outputs.update(write_tables(config, store.read_games(), config.run_dir))
-    if config.annotation is not None and config.game == "WC":
-        # machine_annotate runs its own event loop: give it a thread.
-        result.outputs["annotations"] = await asyncio.to_thread(annotate_run, config, backend.build_model,
-                                                                budget)
-    result.outputs.update(write_figures(config.run_dir, config.run_dir))
+                       progress.failures, progress.cache_hits, progress.spent, time.monotonic() - started,
+                       plan=plan)
+    result.actual = {label: {"calls": m.misses, "input_tokens": m.sent_input_tokens,
+                             "output_tokens": m.sent_output_tokens, "cost": m.sent_cost}
+                     for label, m in models.items()}
+    finished = {r["key"] for r in store.read_games()}
+    failed = {r["key"] for r in store.read_games(failed=True) if r.get("failed")} - finished
+    all_keys = [g.key for g in _all_games(config)]
+    result.games_excluded = sum(1 for k in all_keys if k not in finished)
+    result.games_failed = sum(1 for k in all_keys if k in failed)
+    for line in result.estimate_vs_actual():
+        log(line)
+    result.outputs.update(write_tables(config, store.read_games(failed=True), config.run_dir))
+    try:
+        if config.annotation is not None and config.game == "WC":
+            # machine_annotate runs its own event loop: give it a thread.
+            result.outputs["annotations"] = await asyncio.to_thread(
+                annotate_run, config, backend.build_model, budget, spending_log(f"annotation ({config.annotation.label})"))
+    finally:
+        store.close()
+    result.outputs.update(write_figures(config.run_dir, config.run_dir, model_order=[m.label for m in config.models],
+                                        games_excluded=result.games_excluded))
+    if result.excluded_line():
+        log(result.excluded_line())
+    if tournament.budget_spent:
+        raise BudgetExhausted(f"the budget is spent (${store.spent():.4f} of ${config.budget_usd:.2f}); "
+                              f"raise budget_usd and rerun to continue")
     return result
 
 

@@ -2,7 +2,8 @@
 
 Simulation conventions: ``session_code`` is ``{run}-{model label}``, ``treatment`` is ``A-A``,
 ``associate_type`` is the associate's persona, ``label_setting`` is ``informed``, the game is
-game 1 of the session. Extra columns: ``model``, ``matchup``, ``repeat``.
+game 1 of the session. Extra columns: ``model``, ``matchup``, ``repeat``; the calls also carry
+``conversation_id`` and ``game_excluded``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ CALL_FIELDS = [
     "prompt_version", "messages", "raw_reply", "parsed", "status", "error", "input_tokens",
     "output_tokens", "cost", "time_sent", "time_first_byte", "time_done", "retries", "simulated",
 ]
-CALL_COLUMNS = SESSION_KEYS + ["game", "participant_code"] + CALL_FIELDS + ["model_label"]
+# model_label ... repeat join a call to its game; game_excluded: the call belongs to a game that
+# failed (provider errors, the budget) and is not in the decisions and messages tables.
+CALL_COLUMNS = (SESSION_KEYS + ["game", "participant_code"] + CALL_FIELDS
+                + ["model_label", "conversation_id", "matchup", "repeat", "game_excluded"])
 OTHER_GAME = {"WC": "WoC", "WoC": "WC"}
 
 
@@ -62,8 +66,24 @@ class TableRows:
 
     def add_side(self, *, keys: dict[str, Any], game: str, round_number: int, conversation_id: str,
                  player: str, persona: Optional[str], associate: str, associate_kind: str,
-                 turns: list[dict[str, Any]], associate_choice: str, extra: dict[str, Any]) -> None:
-        """One agent's side of one conversation: its decision, its messages, its calls."""
+                 turns: list[dict[str, Any]], associate_choice: str, extra: dict[str, Any],
+                 excluded: bool = False) -> None:
+        """One agent's side of one conversation: its decision, its messages, its calls.
+
+        ``excluded``: the game failed (a turn got no answer from the model): only its calls are
+        written (flagged ``game_excluded``), not a decision or messages."""
+        for turn in turns:
+            for call in turn["calls"]:
+                row = {**keys, "game": game,
+                       "participant_code": associate if associate_kind == "human" else None,
+                       **{f: call.get(f) for f in CALL_FIELDS}, "model_label": extra.get("model"),
+                       "conversation_id": conversation_id, "matchup": extra.get("matchup"),
+                       "repeat": extra.get("repeat"), "game_excluded": excluded}
+                row["parameters"] = json.dumps(call["parameters"], ensure_ascii=False)
+                row["messages"] = json.dumps(call["messages"], ensure_ascii=False)
+                self._calls.writerow(row)
+        if excluded:
+            return
         decision = turns[-1]
         self.decisions.append({
             **keys, "game": game, "game_index": 1, "round": round_number, "player_code": player,
@@ -81,14 +101,6 @@ class TableRows:
                              sender_kind="agent", receiver=associate, receiver_kind=associate_kind,
                              text=turn["text"], started_at=turn["started_at"],
                              sent_at=turn["finished_at"], extra=extra)
-        for turn in turns:
-            for call in turn["calls"]:
-                row = {**keys, "game": game,
-                       "participant_code": associate if associate_kind == "human" else None,
-                       **{f: call.get(f) for f in CALL_FIELDS}, "model_label": extra.get("model")}
-                row["parameters"] = json.dumps(call["parameters"], ensure_ascii=False)
-                row["messages"] = json.dumps(call["messages"], ensure_ascii=False)
-                self._calls.writerow(row)
 
     def add_message(self, *, keys: dict[str, Any], game: str, round_number: int, conversation_id: str,
                     stage: int, sender: str, sender_kind: str, receiver: str, receiver_kind: str,
@@ -120,7 +132,9 @@ class TableRows:
 
 
 def write_tables(config: Any, records: Iterable[dict[str, Any]], out_dir: Path) -> dict[str, Path]:
-    """The tables of the config's design from the run's game records (in any order)."""
+    """The tables of the config's design from the run's game records (in any order).
+
+    Records of failed games (``record["failed"]``) give only their calls, flagged."""
     rows = TableRows(out_dir)
     wanted_models = {m.label for m in config.models}
     for record in records:
@@ -137,5 +151,5 @@ def write_tables(config: Any, records: Iterable[dict[str, Any]], out_dir: Path) 
                 player=record[f"agent_{side}"], persona=record[f"persona_{side}"],
                 associate=record[f"agent_{other}"], associate_kind="agent",
                 turns=record["turns"][side], associate_choice=record["turns"][other][-1]["choice"],
-                extra=extra)
+                extra=extra, excluded=bool(record.get("failed")))
     return rows.write(["session_code", "matchup", "repeat", "round", "conversation_id"])

@@ -1,0 +1,147 @@
+"""The cost estimate: the remaining games played dry, with the real agents, prompts and cache.
+
+Nothing is sent. Every agent is the one the run would use (the backend's ``new_agent`` /
+``restore_agent``, so its memory setting and prompt builder are the run's), and it talks to a
+stand-in model that counts the tokens of each prompt as it will be rendered and answers with a
+reply of the stated length (``estimated_output_tokens``), in the paper's format: a message and
+a choice of A. Under a memory that re-sends earlier turns the prompts grow round by round, and
+the estimate grows with them. The run's response cache is consulted (read only): a call the
+cache will serve is free and not counted.
+
+Tokens are counted, not tokenised (no provider tokenizer is available offline): one token per
+CJK character and per 4 other characters, plus 4 per message. On English prompts this is within
+a few percent of OpenAI's tokenizers; providers differ.
+
+Units (one repeat of one matchup) that have no finished game and nothing in the cache play
+identically (the canned replies make every pair alike), so one unit per model and matchup is
+played and counted for all of them.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from agents.types import CallStatus, ChatMessage, ModelReply
+
+CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+TOKENS_PER_MESSAGE = 4
+TOKENS_PER_REQUEST = 3
+FILLER = "I weigh the payoffs of both choices and what my associate said. "  # 16 tokens by count_tokens
+CANNED_ENDING = " <Let's both choose A.> I DECIDE TO CHOOSE [A]"
+
+
+def count_tokens(text: str) -> int:
+    cjk = len(CJK.findall(text))
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def prompt_tokens(messages: list[ChatMessage]) -> int:
+    return TOKENS_PER_REQUEST + sum(count_tokens(m.content) + TOKENS_PER_MESSAGE for m in messages)
+
+
+def canned_reply(tokens: int) -> str:
+    """A reply of about ``tokens`` tokens that parses both as a message and as a choice of A."""
+    ending_tokens = count_tokens(CANNED_ENDING)
+    fillers = max(0, tokens - ending_tokens) // count_tokens(FILLER)
+    return (FILLER * fillers).strip() + CANNED_ENDING
+
+
+@dataclass
+class Tally:
+    """Calls a part of the run will make and their tokens (cache hits cost nothing)."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    max_input_tokens: int = 0
+    cost: Optional[float] = 0.0  # None once a price is unknown
+
+    def add(self, input_tokens: int, output_tokens: int, cost: Optional[float]) -> None:
+        self.calls += 1
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+        self.max_input_tokens = max(self.max_input_tokens, input_tokens)
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+
+    def merge(self, other: "Tally", times: int = 1) -> None:
+        self.calls += other.calls * times
+        self.cache_hits += other.cache_hits * times
+        self.input_tokens += other.input_tokens * times
+        self.output_tokens += other.output_tokens * times
+        if other.calls:
+            self.max_input_tokens = max(self.max_input_tokens, other.max_input_tokens)
+        self.cost = None if other.cost is None or self.cost is None else self.cost + other.cost * times
+
+
+# The tally of the unit being played dry (each unit's task sets its own).
+current_tally: contextvars.ContextVar[Optional[Tally]] = contextvars.ContextVar("estimate_tally", default=None)
+
+
+class EstimatingModel:
+    """A ``LanguageModel`` stand-in: counts each prompt and answers with the canned reply."""
+
+    def __init__(self, settings: Any, reply_tokens: int, cost_of: Any) -> None:
+        self.settings = settings
+        self.reply = canned_reply(reply_tokens)
+        self.reply_tokens = count_tokens(self.reply)
+        self.cost_of = cost_of  # (input_tokens, output_tokens) -> USD or None
+
+    async def complete(self, messages: list[ChatMessage], *, deadline: Optional[float]) -> ModelReply:
+        input_tokens = prompt_tokens(messages)
+        tally = current_tally.get()
+        if tally is not None:
+            tally.add(input_tokens, self.reply_tokens, self.cost_of(input_tokens, self.reply_tokens))
+        return ModelReply(CallStatus.OK.value, text=self.reply, input_tokens=input_tokens,
+                          output_tokens=self.reply_tokens)
+
+
+@dataclass
+class ModelEstimate:
+    """One model's part of the estimate."""
+
+    label: str
+    tally: Tally = field(default_factory=Tally)
+    price_source: str = ""
+    dearest_call: Optional[float] = None  # USD: the largest prompt and a reply of max_tokens
+    concurrency: int = 1
+
+    @property
+    def cost(self) -> Optional[float]:
+        return self.tally.cost
+
+
+def price_source(cfg: Any) -> str:
+    """Where a model's prices come from: its config, or the price table's source and date."""
+    if getattr(cfg, "provider", None) == "simulated":
+        return "offline model, free"
+    if getattr(cfg, "price_input_per_mtok", None) is not None and getattr(cfg, "price_output_per_mtok", None) is not None:
+        return "config"
+    from agents.config import price_table
+
+    entry = price_table().get(getattr(cfg, "model", ""), {})
+    if "input" not in entry:
+        return "no price known"
+    return f"agents/prices.toml: {entry.get('source', 'source not given')}, read {entry.get('read', '?')}"
+
+
+def unpriced(cfg: Any) -> bool:
+    """True when a call's cost cannot be computed (the config and the price table lack a price)."""
+    prices = getattr(cfg, "prices", None)
+    return prices is not None and None in prices()
+
+
+def describe_overshoot(estimates: list[ModelEstimate]) -> Optional[str]:
+    """How far the calls in flight when a budget is reached can take the spending past it."""
+    parts, total = [], 0.0
+    for e in estimates:
+        if e.dearest_call is None:
+            return None
+        parts.append(f"{e.label} {e.concurrency} x ${e.dearest_call:.4f}")
+        total += e.concurrency * e.dearest_call
+    return (f"calls already in flight when the budget is reached may add up to ${total:.2f} "
+            f"(concurrency x dearest call: {', '.join(parts)})")
