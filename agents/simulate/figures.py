@@ -40,10 +40,11 @@ def resolved_agreements(annotations: pd.DataFrame) -> pd.Series:
     return resolved.dropna().astype(bool)
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """The Wilson score interval of a share: inside [0, 1], and of positive width at 0 and 1.
 
-    Equals R's ``prop.test(successes, n, correct = FALSE)$conf.int`` (tests/test_simulate_engine.py).
+    Equals R's ``prop.test(successes, n, correct = FALSE)$conf.int`` (z = qnorm(0.975)); see
+    tests/test_simulate_money_and_failures.py.
     """
     if n == 0:
         return np.nan, np.nan
@@ -60,7 +61,7 @@ def _rate_and_error(values: pd.Series) -> tuple[float, tuple[float, float]]:
         return np.nan, (0.0, 0.0)
     p = float(values.mean())
     low, high = wilson_interval(int(values.sum()), n)
-    return p, (p - low, high - p)
+    return p, (max(0.0, p - low), max(0.0, high - p))  # rounding at 0 and 1
 
 
 def _grouped_bars(ax, table: dict[str, dict[str, tuple[float, float]]], groups: list[str],

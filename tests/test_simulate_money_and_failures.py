@@ -1,0 +1,211 @@
+"""Issue 12 of the simulation lab, against the local fake server through the real SDKs: the
+budget holds (checked when a call is sent), the estimate renders the prompts, spending is logged
+per call, failed calls are not decisions (excluded, played again by a rerun), config errors are
+one line, and the figures draw what they have."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from agents.simulate import BudgetExhausted, run_simulation
+from agents.simulate.config import SimulationConfig
+from agents.simulate.replay import replay_export
+from agents.simulate.store import RunStore
+from tests.fake_llm_server import FakeLLMServer
+from tests.test_simulate_providers import (KEY_ENV, ROOT, SMALL_DESIGN, fake_openai, varied_reply,
+                                           write_config)
+
+
+# --- failed calls are not decisions --------------------------------------------------------------
+def test_games_with_provider_failures_are_excluded_and_played_again_by_a_rerun(tmp_path, monkeypatch, capsys):
+    from agents.simulate.__main__ import main
+
+    monkeypatch.setenv(KEY_ENV, "dummy")
+    with FakeLLMServer(mode="500", fail_rate=0.3, latency=0.01, latency_jitter=0.02, reply=varied_reply) as server:
+        config = write_config(tmp_path / "c.toml", name="run", output_dir=tmp_path,
+                              model=fake_openai(server, max_retries=0))
+        assert main([str(config), "--no-progress"]) == 3  # games excluded: not done
+        err = capsys.readouterr().err
+        assert "games excluded:" in err and "rerun the same command" in err
+        run_dir = tmp_path / "run"
+        calls = pd.read_csv(run_dir / "llm_calls.csv")
+        assert calls["game_excluded"].any()
+        assert set(calls.loc[calls["status"] == "provider_error", "game_excluded"]) == {True}
+        if (run_dir / "decisions.csv").exists():  # nothing random or unsent in what the figures read
+            decisions = pd.read_csv(run_dir / "decisions.csv")
+            assert not decisions["timed_out"].any()
+            assert set(decisions["conversation_id"]).isdisjoint(calls.loc[calls["game_excluded"], "conversation_id"])
+            assert pd.read_csv(run_dir / "messages.csv")["sent_in_time"].all()
+        sent_first = server.request_count
+
+        server.set(mode="ok", fail_rate=None)  # the provider recovers: the failed games are sent again
+        assert main([str(config), "--no-progress"]) == 0
+        assert server.request_count > sent_first
+    decisions = pd.read_csv(run_dir / "decisions.csv")
+    assert len(decisions) == 48 and not decisions["timed_out"].any()
+    assert "games excluded" not in capsys.readouterr().err
+
+
+def test_llm_calls_join_their_games(tmp_path, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "dummy")
+    with FakeLLMServer(reply=varied_reply) as server:
+        config = SimulationConfig(name="run", output_dir=tmp_path, models=[fake_openai(server)], **SMALL_DESIGN)
+        run_simulation(config, show_progress=False, log=lambda s: None)
+    calls = pd.read_csv(tmp_path / "run" / "llm_calls.csv")
+    decisions = pd.read_csv(tmp_path / "run" / "decisions.csv")
+    joined = calls.merge(decisions[["conversation_id", "player_code", "matchup", "repeat"]],
+                         left_on=["conversation_id", "agent_id"], right_on=["conversation_id", "player_code"],
+                         suffixes=("", "_decision"))
+    assert len(joined) == len(calls) == 144
+    assert (joined["matchup"] == joined["matchup_decision"]).all()
+    assert (joined["repeat"] == joined["repeat_decision"]).all()
+
+
+# --- money ----------------------------------------------------------------------------------------
+def test_the_budget_is_checked_when_a_call_is_sent(tmp_path, monkeypatch):
+    """Concurrency 1: calls queue behind the one in flight; once the budget is spent none of them
+    is sent. The overshoot is at most one call, as the run says before it starts."""
+    monkeypatch.setenv(KEY_ENV, "dummy")
+    logged: list[str] = []
+    with FakeLLMServer(reply=varied_reply, latency=0.005) as server:
+        # input free, $0.001 per output token: $0.04-0.07 per call. The estimate (replies of 10
+        # tokens) is ~$1.7; the replies are longer, so the run starts and meets the budget.
+        model = fake_openai(server, concurrency=1, price_input_per_mtok=0.0, price_output_per_mtok=1000.0,
+                            max_tokens=100)
+        config = SimulationConfig(name="run", output_dir=tmp_path, models=[model], budget_usd=2.0,
+                                  estimated_output_tokens=10, **SMALL_DESIGN)
+        with pytest.raises(BudgetExhausted):
+            run_simulation(config, show_progress=False, log=logged.append)
+        spent = RunStore(tmp_path / "run").spent()
+        assert 2.0 <= spent <= 2.0 + 0.1  # at most the one call in flight (<= 100 tokens)
+        assert "may add up to $0.10 (concurrency x dearest call: fake-gpt 1 x $0.1000)" in "\n".join(logged)
+        lines = (tmp_path / "run" / "spending.jsonl").read_text().splitlines()
+        assert len(lines) == server.request_count  # one line per paid call
+        result = run_simulation(config.model_copy(update={"budget_usd": 1000.0}), show_progress=False,
+                                log=lambda s: None)
+        assert result.games_played + result.games_skipped == 24 and result.games_excluded == 0
+        assert server.request_count == 144  # the calls answered before the stop were not paid again
+
+
+def test_a_budget_with_an_unpriced_model_is_refused(tmp_path, capsys):
+    from agents.simulate.__main__ import main
+
+    with pytest.raises(ValueError, match="no price"):
+        SimulationConfig(name="run", output_dir=tmp_path, budget_usd=0.01,
+                         models=[dict(provider="openai", model="gpt-4-turbo")])
+    config = write_config(tmp_path / "c.toml", name="run", output_dir=tmp_path, budget_usd=0.01,
+                          model=dict(provider="openai", model="gpt-4-turbo"))
+    assert main([str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "gpt-4-turbo" in err and "price_input_per_mtok" in err and "Traceback" not in err
+    priced = SimulationConfig(name="run", output_dir=tmp_path, budget_usd=0.01, models=[dict(
+        provider="openai", model="gpt-4-turbo", price_input_per_mtok=10.0, price_output_per_mtok=30.0)])
+    assert priced.budget_usd == 0.01
+
+
+def test_the_estimate_renders_the_prompts_and_matches_the_provider(tmp_path, monkeypatch):
+    from agents.simulate.estimate import canned_reply
+
+    monkeypatch.setenv(KEY_ENV, "dummy")
+    logged: list[str] = []
+    # Replies of the stated length: then only the token counting differs (the fake: chars / 4).
+    with FakeLLMServer(reply=canned_reply(120)) as server:
+        config = SimulationConfig(name="run", output_dir=tmp_path, models=[fake_openai(
+            server, price_input_per_mtok=1.0, price_output_per_mtok=2.0)], estimated_output_tokens=120,
+            **{**SMALL_DESIGN, "group_size": 3, "rounds": 3})
+        result = run_simulation(config, show_progress=False, log=logged.append)
+        planned, actual = result.plan.per_model["fake-gpt"], result.actual["fake-gpt"]
+        assert planned["calls"] == actual["calls"] == server.request_count
+        assert actual["input_tokens"] == pytest.approx(planned["input_tokens"], rel=0.1)
+        assert actual["cost"] == pytest.approx(planned["cost"], rel=0.1)
+        assert any(line.startswith("estimated vs actual") for line in logged)
+        # a fully cached rerun (a new run folder sharing the cache) estimates nothing: any budget
+        again = config.model_copy(update={"name": "again", "cache_path": config.resolved_cache_path,
+                                          "budget_usd": 0.0})
+        sent = server.request_count
+        plan = run_simulation(again, show_progress=False, log=lambda s: None).plan
+        assert plan.calls_remaining == 0 and plan.cost_estimate == 0 and plan.cache_hits == planned["calls"]
+        assert server.request_count == sent
+
+
+def test_replay_has_the_estimate_budget_and_spending_of_a_run_and_flags_what_failed(tmp_path, monkeypatch):
+    from tests.test_simulate_engine import lab_export
+
+    monkeypatch.setenv(KEY_ENV, "dummy")
+    logged: list[str] = []
+    export = lab_export(tmp_path / "export")
+    with FakeLLMServer(reply=varied_reply) as server:
+        model = fake_openai(server, concurrency=1, price_input_per_mtok=0.0, price_output_per_mtok=1000.0,
+                            max_tokens=100)
+        config = SimulationConfig(name="run", output_dir=tmp_path, models=[model], budget_usd=0.3,
+                                  estimated_output_tokens=5, **SMALL_DESIGN)
+        with pytest.raises(BudgetExhausted):
+            asyncio.run(replay_export(config, export, show_progress=False, log=logged.append))
+        assert any(line.startswith("  fake-gpt: 12 calls") for line in "\n".join(logged).splitlines())  # 2 x 2 x 3
+        assert RunStore(tmp_path / "run").spent() <= 0.3 + 0.1
+        comparison = pd.read_csv(tmp_path / "run" / "replay-fake-gpt-own-persona" / "comparison.csv")
+        assert comparison["excluded"].any()
+        assert comparison.loc[comparison["excluded"], "changed"].isna().all()
+        assert "budget" in ",".join(comparison["fallback_reasons"].fillna(""))
+        # the budget left is shared with the run folder: a larger one finishes the replay
+        result = asyncio.run(replay_export(config.model_copy(update={"budget_usd": 100.0}), export,
+                                           show_progress=False, log=lambda s: None))
+    comparison = pd.read_csv(result["fake-gpt:comparison"])
+    assert not comparison["excluded"].any() and not comparison["replayed_random"].any()
+    assert result.excluded_line() is None
+
+
+# --- config errors --------------------------------------------------------------------------------
+def test_config_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    from agents.simulate.__main__ import main
+
+    good = (ROOT / "configs" / "simulation_quick.toml").read_text()
+    cases = {
+        "typo": (good.replace("rounds = 4", "rouns = 4"), "rouns"),
+        "negative": (good.replace("rounds = 4", "rounds = -1"), "rounds"),
+        "persona": (good.replace('"selfish"]', '"greedy"]'), "greedy"),
+        "provider": (good.replace('provider = "simulated"', 'provider = "openia"'), "provider"),
+        "syntax": (good.replace("rounds = 4", "rounds = = 4"), "not valid TOML"),
+    }
+    for name, (text, expected) in cases.items():
+        path = tmp_path / f"{name}.toml"
+        path.write_text(text)
+        assert main([str(path)]) == 2, name
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (name, err)
+    assert main([str(tmp_path / "missing.toml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+# --- figures ----------------------------------------------------------------------------------------
+def test_wilson_interval_matches_r():
+    from agents.simulate.figures import wilson_interval
+
+    # R: prop.test(3, 10, correct = FALSE)$conf.int  -> 0.1077913 0.6032219
+    assert wilson_interval(3, 10) == pytest.approx((0.1077913, 0.6032219), abs=1e-6)
+    # R: prop.test(0, 10, correct = FALSE)$conf.int  -> 0.0000000 0.2775328
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775328), abs=1e-6)
+    # R: prop.test(10, 10, correct = FALSE)$conf.int -> 0.7224672 1.0000000
+    assert wilson_interval(10, 10) == pytest.approx((0.7224672, 1.0), abs=1e-6)
+    assert all(np.isnan(wilson_interval(0, 0)))
+
+
+def test_figures_follow_the_config_order_and_s23_draws_without_labels(tmp_path):
+    from agents.simulate.figures import _ordered
+
+    assert _ordered(["alpha", "Zeta", "beta"], ["Zeta", "beta", "alpha"]) == ["Zeta", "beta", "alpha"]
+    assert _ordered(["b", "x"], ["b"]) == ["b", "x"]
+    config = SimulationConfig(name="r", output_dir=tmp_path, models=[{"provider": "simulated", "label": "sim"}],
+                              annotation={"provider": "openai_compatible", "model": "fake-annotator",
+                                          "base_url": "http://unused"}, **SMALL_DESIGN)
+    with FakeLLMServer(reply="I cannot tell.") as server:  # the annotator returns no labels
+        config = config.model_copy(update={"annotation": config.annotation.model_copy(
+            update={"config": config.annotation.config.model_copy(update={"base_url": server.base_url_openai})})})
+        result = run_simulation(config, show_progress=False, log=lambda s: None)
+        assert result.outputs["S23"].exists() and result.outputs["S23"].stat().st_size > 0
+        # and every rerun too
+        assert run_simulation(config, show_progress=False, log=lambda s: None).outputs["S23"].exists()
