@@ -363,3 +363,41 @@ def test_cli_estimate_runs_nothing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "GPT-4o: " in out and "calls" in out and "judge-gemini-2.5-pro" in out
     assert not any(tmp_path.iterdir())
+
+
+# --- issue 12: order, intervals, errors ---------------------------------------------------------
+def test_tables_are_written_in_a_fixed_order(tmp_path):
+    config = small_config()
+    first = run(config, tmp_path / "a").frames(config.run_id)["decisions"]
+    second = run(config, tmp_path / "b").frames(config.run_id)["decisions"]
+    keep = ["experiment", "game", "view", "model", "co_player", "framing", "similarity", "sample", "seat", "choice"]
+    pd.testing.assert_frame_equal(first[keep], second[keep])
+    sweep = first[(first["experiment"] == "sweep") & (first["model"] == "sharp") & (first["framing"] == "similar")]
+    assert list(sweep["similarity"]) == sorted(sweep["similarity"])  # numbers sort as numbers
+
+
+def test_cooperation_rates_have_wilson_intervals():
+    from agents.similarity.report import cooperation_rates
+
+    decisions = pd.DataFrame({"model": ["m"] * 10 + ["n"] * 10, "choice": ["B"] * 10 + ["A"] * 10})
+    rates = cooperation_rates(decisions, ["model"]).set_index("model")
+    # R: prop.test(0, 10, correct = FALSE)$conf.int -> 0.0000000 0.2775328
+    assert (rates.loc["m", "ci_low"], rates.loc["m", "ci_high"]) == pytest.approx((0.0, 0.2775328), abs=1e-6)
+    # R: prop.test(10, 10, correct = FALSE)$conf.int -> 0.7224672 1.0000000
+    assert (rates.loc["n", "ci_low"], rates.loc["n", "ci_high"]) == pytest.approx((0.7224672, 1.0), abs=1e-6)
+
+
+def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = tmp_path / "c.toml"
+    config.write_text('run_id = "x"\nsamples = 1\n[[models]]\nprovider = "openai"\nmodel = "gpt-4o"\n')
+    assert main([str(config), "--out", str(tmp_path / "out")]) == 2  # no API key in the environment
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    config.write_text('run_id = "x"\nbudget_usd = 1.0\n[[models]]\nprovider = "openai"\nmodel = "gpt-4-turbo"\n')
+    assert main([str(config), "--out", str(tmp_path / "out")]) == 2  # a budget needs prices
+    err = capsys.readouterr().err
+    assert "gpt-4-turbo" in err and "price_input_per_mtok" in err and len(err.strip().splitlines()) == 1
+    config.write_text('run_id = "x"\nsamples = = 1\n')
+    assert main([str(config), "--out", str(tmp_path / "out")]) == 2
+    assert "not valid TOML" in capsys.readouterr().err

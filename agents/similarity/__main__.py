@@ -11,6 +11,8 @@ from typing import Optional, Sequence
 
 from pydantic import ValidationError
 
+from agents.config import ConfigError
+
 from .config import SimilarityConfig, load_config
 from .report import write_report
 from .runner import ModelBuilder, Tables, estimated_cost, planned_calls, run
@@ -27,7 +29,8 @@ def run_to_folder(config: SimilarityConfig, out_dir: Path, *, builder: Optional[
     (out_dir / "similarity_config.json").write_text(
         json.dumps(config.model_dump(mode="json"), indent=2), encoding="utf-8")
     if report:
-        written["report"] = write_report(frames, out_dir, f"Similarity signals — {config.run_id}")
+        written["report"] = write_report(frames, out_dir, f"Similarity signals — {config.run_id}",
+                                         model_order=[spec.label for spec in config.models])
     return tables, written
 
 
@@ -41,8 +44,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)
-    except (OSError, ValueError, ValidationError) as error:  # tomllib's errors are ValueErrors
-        print(f"invalid config {args.config}: {error}", file=sys.stderr)
+    except (ConfigError, ValidationError) as error:
+        print(f"invalid config: {error}", file=sys.stderr)
         return 2
     if args.estimate:
         costs = estimated_cost(config)
@@ -51,7 +54,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{label}: {calls} calls, {cost}")
         return 0
     started = time.monotonic()
-    tables, written = run_to_folder(config, args.out, report=not args.no_report)
+    try:
+        tables, written = run_to_folder(config, args.out, report=not args.no_report)
+    except ConfigError as error:  # e.g. a model's API key is not in the environment
+        print(f"stopped: {error}", file=sys.stderr)
+        return 2
     print(f"similarity run {config.run_id}: {time.monotonic() - started:.1f} s, "
           f"{tables.cache_misses} calls sent, {tables.cache_hits} served from the cache")
     for name, path in written.items():

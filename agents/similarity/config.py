@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .threshold import PrisonersDilemma, PublicGoodsGame
 
@@ -224,12 +224,46 @@ class SimilarityConfig(BaseModel):
         self.pd_game()  # raises if the payoffs are not a prisoner's dilemma
         if self.public_goods.enabled:
             self.public_goods.game()
+        if self.budget_usd is not None:
+            self._check_prices()
         return self
+
+    def _check_prices(self) -> None:
+        """A budget cannot hold when a call's cost is unknown: every model needs a price."""
+        from agents.config import ModelConfig
+
+        specs = list(self.models) + ([self.judge.model] if self.judge.enabled and self.judge.model else [])
+        missing = []
+        for spec in specs:
+            try:
+                prices = ModelConfig.build(**spec.table).prices()
+            except ValueError:
+                continue  # the model's own error is reported when it is built
+            if None in prices:
+                missing.append(f"{spec.label} ({spec.table.get('model', '')})")
+        if missing:
+            raise ValueError(f"budget_usd is set but {', '.join(missing)} has no price in agents/prices.toml, "
+                             f"so the budget could not hold: give price_input_per_mtok and "
+                             f"price_output_per_mtok (USD per million tokens) in its model table, or "
+                             f"remove budget_usd")
 
     def pd_game(self) -> PrisonersDilemma:
         return self.payoffs.game() if self.payoffs else PrisonersDilemma.from_protocol()
 
 
 def load_config(path: str | Path) -> SimilarityConfig:
-    with open(path, "rb") as f:
-        return SimilarityConfig(**tomllib.load(f))
+    """Read and validate a TOML config; ``agents.config.ConfigError`` (one line) when it cannot."""
+    from agents.config import ConfigError
+    from agents.simulate.config import describe_errors
+
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the config: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    try:
+        return SimilarityConfig(**data)
+    except ValidationError as error:
+        raise ConfigError(f"{path}: {describe_errors(error)}") from None

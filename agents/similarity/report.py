@@ -22,22 +22,32 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 FRAMING_STYLES = {"similar": "-o", "dissimilar": "--s", "noise": ":^"}
-Z95 = 1.96
 
 
 # --- summaries ------------------------------------------------------------------------------
 def cooperation_rates(decisions: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Share choosing A among parsed decisions, with n and a 95 % normal interval."""
+    """Share choosing A among parsed decisions, with n and its 95 % Wilson interval
+    (``ci_low``, ``ci_high``: of positive width at 0 and 1, unlike the normal interval)."""
+    from agents.simulate.figures import wilson_interval
+
     parsed = decisions[decisions["choice"].notna() & (decisions["choice"] != "")].copy()
     parsed["cooperated"] = parsed["choice"] == "A"
-    columns = by + ["n", "cooperation_rate", "ci95"]
+    columns = by + ["n", "cooperation_rate", "ci_low", "ci_high"]
     if parsed.empty:
         return pd.DataFrame(columns=columns)
-    grouped = parsed.groupby(by, dropna=False)["cooperated"].agg(["size", "mean"]).reset_index()
+    grouped = parsed.groupby(by, dropna=False)["cooperated"].agg(["size", "mean", "sum"]).reset_index()
     grouped = grouped.rename(columns={"size": "n", "mean": "cooperation_rate"})
-    p, n = grouped["cooperation_rate"], grouped["n"]
-    grouped["ci95"] = Z95 * np.sqrt(p * (1 - p) / n)
+    intervals = [wilson_interval(int(k), int(n)) for k, n in zip(grouped["sum"], grouped["n"])]
+    grouped["ci_low"] = [low for low, _ in intervals]
+    grouped["ci_high"] = [high for _, high in intervals]
     return grouped[columns]
+
+
+def _in_order(present, order: Optional[list[str]]) -> list[str]:
+    """Models in the config's order; any the config does not name follow, sorted."""
+    present = list(dict.fromkeys(present))
+    order = order or []
+    return [m for m in order if m in present] + sorted(m for m in present if m not in order)
 
 
 def label_counts(labels: pd.DataFrame) -> pd.DataFrame:
@@ -107,14 +117,14 @@ def _model_axes(models: list[str], title: str):
                                 sharey=True)
     for ax in axes.flat[len(models):]:
         ax.set_visible(False)
-    figure.suptitle(title)
+    figure.suptitle(title, y=1.0, va="bottom")  # above the panel titles (saved with a tight box)
     return figure, list(axes.flat)
 
 
 def curve_figure(rates: pd.DataFrame, baseline: pd.DataFrame, threshold_percent: float,
-                 framings: list[str], title: str) -> Optional[plt.Figure]:
+                 framings: list[str], title: str, model_order: Optional[list[str]] = None) -> Optional[plt.Figure]:
     """Cooperation vs similarity per model; the b-similarity threshold as a vertical line."""
-    models = sorted(rates["model"].unique())
+    models = _in_order(rates["model"].unique(), model_order)
     if not models:
         return None
     figure, axes = _model_axes(models, title)
@@ -122,7 +132,9 @@ def curve_figure(rates: pd.DataFrame, baseline: pd.DataFrame, threshold_percent:
         for framing in framings:
             curve = rates[(rates["model"] == model) & (rates["framing"] == framing)].sort_values("similarity")
             if not curve.empty:
-                ax.errorbar(curve["similarity"], curve["cooperation_rate"], yerr=curve["ci95"],
+                errors = [(curve["cooperation_rate"] - curve["ci_low"]).clip(lower=0),
+                          (curve["ci_high"] - curve["cooperation_rate"]).clip(lower=0)]
+                ax.errorbar(curve["similarity"], curve["cooperation_rate"], yerr=errors,
                             fmt=FRAMING_STYLES.get(framing, "-"), capsize=2, label=framing)
         base = baseline[baseline["model"] == model]
         if not base.empty:
@@ -134,21 +146,26 @@ def curve_figure(rates: pd.DataFrame, baseline: pd.DataFrame, threshold_percent:
         ax.set_ylabel("cooperation rate")
         ax.set_xlim(-3, 103)
         ax.set_ylim(-0.05, 1.05)
-        ax.legend(fontsize=7)
+    # One legend beside the panels, never over the curves (the files are saved with a tight
+    # bounding box, which also keeps every axis label inside the image).
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(0.99, 0.86))
     # fixed margins: tight_layout would measure every label and triple the drawing time
     figure.subplots_adjust(left=0.08, right=0.98, bottom=0.12, top=0.86, wspace=0.12, hspace=0.5)
     return figure
 
 
-def label_figure(counts: pd.DataFrame) -> Optional[plt.Figure]:
+def label_figure(counts: pd.DataFrame, model_order: Optional[list[str]] = None) -> Optional[plt.Figure]:
     """Share of judged decisions carrying each label, per model."""
     if counts.empty:
         return None
     per_model = counts.groupby(["model", "category"])[["labelled", "judged"]].sum().reset_index()
     per_model["share"] = per_model["labelled"] / per_model["judged"]
     wide = per_model.pivot(index="category", columns="model", values="share").fillna(0)
+    wide = wide[_in_order(wide.columns, model_order)]
     figure, ax = plt.subplots(figsize=(8, 0.35 * len(wide) + 1.5))
     wide.plot.barh(ax=ax)
+    ax.legend(fontsize=7, title="model", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars
     judges = ", ".join(sorted(counts["judge_model"].dropna().unique()))
     ax.set_title(f"Justification labels (judge: {judges})")
     ax.set_xlabel("share of judged decisions")
@@ -166,7 +183,7 @@ def scores_figure(comparison: pd.DataFrame) -> Optional[plt.Figure]:
     ax.set_xlabel("exogenous similarity (agreement, %)")
     ax.set_ylabel("endogenous similarity (rated, %)")
     ax.set_title("Rated vs measured similarity")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.subplots_adjust(left=0.15, right=0.97, bottom=0.13, top=0.9)
     return figure
 
@@ -182,9 +199,11 @@ class Section:
 
 def _save(figure: plt.Figure, stem: Path) -> str:
     """PNG and SVG next to the report; returns the PNG as base64 for the page."""
-    figure.savefig(stem.with_suffix(".svg"))
+    # bbox_inches="tight": the image grows to hold every label and legend (fixed margins clipped
+    # the x-axis label of one-row figures)
+    figure.savefig(stem.with_suffix(".svg"), bbox_inches="tight")
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(figure)
     stem.with_suffix(".png").write_bytes(buffer.getvalue())
     return base64.b64encode(buffer.getvalue()).decode()
@@ -209,8 +228,10 @@ def _page(title: str, sections: list[Section], figures_dir: Path) -> str:
     return "\n".join(parts)
 
 
-def build_sections(frames: dict[str, pd.DataFrame]) -> tuple[list[Section], dict[str, pd.DataFrame]]:
-    """The report's sections and the summary tables they show (also written as CSV)."""
+def build_sections(frames: dict[str, pd.DataFrame], model_order: Optional[list[str]] = None
+                   ) -> tuple[list[Section], dict[str, pd.DataFrame]]:
+    """The report's sections and the summary tables they show (also written as CSV); models in
+    ``model_order`` (the config's)."""
     decisions, thresholds = frames["decisions"], frames["thresholds"]
     threshold = dict(zip(thresholds["game"], thresholds["threshold_percent"]))
     pd_decisions = decisions[decisions["game"] == "pd"]
@@ -236,17 +257,18 @@ def build_sections(frames: dict[str, pd.DataFrame]) -> tuple[list[Section], dict
             {"thresholds": thresholds}),
         Section("Cooperation vs similarity (similar framing)", [
             "Red dashed line: the b-similarity threshold; grey dotted: the no-signal baseline; bars: "
-            "95 % intervals."],
+            "95 % Wilson intervals."],
             {"no-signal baseline": baseline},
             {"pd_cooperation_vs_similarity": curve_figure(
                 sweep_rates, baseline, threshold.get("pd", np.nan), ["similar"],
-                "Prisoner's dilemma: cooperation vs stated similarity")}),
+                "Prisoner's dilemma: cooperation vs stated similarity", model_order)}),
         Section("Framing and forgery: similar vs dissimilar vs random noise", [
             "x is the similarity the statement implies: 'X % different' is plotted at 100 − X; "
             "noise is a number disclosed as random, plotted at its value."],
             {"cooperation rate by stated similarity": rates_by_score(sweep_rates)},
             {"pd_framings": curve_figure(sweep_rates, baseline, threshold.get("pd", np.nan),
-                                         sorted(sweep_rates["framing"].unique()), "Framings compared")}),
+                                         sorted(sweep_rates["framing"].unique()), "Framings compared",
+                                         model_order)}),
         Section("Grounded similarity: exogenous agreement and endogenous ratings", [
             "Welfare share: the pair's total points over the optimum (both cooperate), sample i of "
             "one model meeting sample i of the other."],
@@ -256,7 +278,7 @@ def build_sections(frames: dict[str, pd.DataFrame]) -> tuple[list[Section], dict
             "Each chain of thought labelled by the judge named in every row; counts per model, "
             "framing and stated score."],
             {"decisions labelled, per category": labels_by_category(counts)},
-            {"judge_labels": label_figure(counts)}),
+            {"judge_labels": label_figure(counts, model_order)}),
         Section("Public goods game", [
             "Welfare share: the group's total over the optimum (everybody contributes)."],
             {"contribution rate by stated similarity": rates_by_score(pgg_rates),
@@ -264,7 +286,8 @@ def build_sections(frames: dict[str, pd.DataFrame]) -> tuple[list[Section], dict
              "welfare share": welfare[welfare["game"] == "pgg"] if not welfare.empty else welfare},
             {"pgg_contribution_vs_similarity": curve_figure(
                 pgg_rates, pgg_baseline, threshold.get("pgg", np.nan),
-                sorted(pgg_rates["framing"].unique()), "Public goods game: contribution vs similarity")}),
+                sorted(pgg_rates["framing"].unique()), "Public goods game: contribution vs similarity",
+                model_order)}),
         Section("Calls", ["Every call is in llm_calls.csv with its prompt version."],
                 {"calls by status": call_summary}),
     ]
@@ -274,9 +297,10 @@ def build_sections(frames: dict[str, pd.DataFrame]) -> tuple[list[Section], dict
     return sections, summaries
 
 
-def write_report(frames: dict[str, pd.DataFrame], out_dir: Path, title: str) -> Path:
+def write_report(frames: dict[str, pd.DataFrame], out_dir: Path, title: str,
+                 model_order: Optional[list[str]] = None) -> Path:
     """Summary CSVs, figures/ (PNG and SVG) and report.html in ``out_dir``."""
-    sections, summaries = build_sections(frames)
+    sections, summaries = build_sections(frames, model_order)
     for name, table in summaries.items():
         table.to_csv(out_dir / f"{name}.csv", index=False)
     figures_dir = out_dir / "figures"

@@ -29,7 +29,7 @@ from protocol import COOPERATE  # the prompts label cooperating / contributing A
 from . import parsing, prompts
 from .config import ModelSpec, SimilarityConfig
 from .simulated import SimilaritySimulatedModel
-from .tables import COLUMNS, llm_calls_frame
+from .tables import COLUMNS, llm_calls_frame, sort_rows
 from .threshold import pd_threshold, pgg_threshold
 
 PD_GAME_NAME = "prisoner's dilemma"
@@ -86,7 +86,9 @@ class Tables:
     cache_misses: int = 0  # replies the providers were asked for
 
     def frames(self, run_id: str) -> dict[str, pd.DataFrame]:
-        frames = {name: pd.DataFrame(getattr(self, name), columns=columns)
+        """The tables, rows in a fixed order (calls finish in any order; identical reruns must
+        write identical files)."""
+        frames = {name: sort_rows(name, pd.DataFrame(getattr(self, name), columns=columns))
                   for name, columns in COLUMNS.items()}
         frames["calls"] = llm_calls_frame(self.calls, run_id)
         return frames

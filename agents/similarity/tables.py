@@ -44,6 +44,33 @@ FILE_NAMES = {
 }
 
 
+# Row order of each table: its design columns (never the random call ids), then the scope.
+SORT_KEYS = {
+    "decisions": ["experiment", "game", "view", "model", "co_player", "framing", "similarity", "group_id",
+                  "sample", "seat", "scope"],
+    "answers": ["model", "question_id", "sample"],
+    "scores": ["kind", "view", "rater", "model", "co_player", "sample"],
+    "welfare": ["experiment", "game", "view", "model", "co_player", "framing", "similarity", "group_id"],
+    "judge_labels": ["experiment", "game", "view", "model", "framing", "similarity", "choice", "category"],
+    "thresholds": ["game"],
+}
+
+
+def sort_rows(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    keys = [k for k in SORT_KEYS.get(name, []) if k in frame]
+    if frame.empty or not keys:
+        return frame
+    return frame.sort_values(keys, key=_sortable, kind="stable", na_position="first").reset_index(drop=True)
+
+
+def _sortable(column: pd.Series) -> pd.Series:
+    """Numbers as numbers (20 before 100), anything else as text (never a TypeError on mixes)."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    if numbers.notna().sum() == column.notna().sum():
+        return numbers
+    return column.astype(str)
+
+
 def llm_calls_frame(calls: list[dict], run_id: str) -> pd.DataFrame:
     """DATA.md's llm_calls: the simulation's session keys, CallRecord fields, JSON columns."""
     keys = {"session_code": run_id, "treatment": "A-A", "associate_type": None,

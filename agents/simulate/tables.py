@@ -34,10 +34,11 @@ CALL_FIELDS = [
     "prompt_version", "messages", "raw_reply", "parsed", "status", "error", "input_tokens",
     "output_tokens", "cost", "time_sent", "time_first_byte", "time_done", "retries", "simulated",
 ]
-# model_label ... repeat join a call to its game; game_excluded: the call belongs to a game that
-# failed (provider errors, the budget) and is not in the decisions and messages tables.
-CALL_COLUMNS = (SESSION_KEYS + ["game", "participant_code"] + CALL_FIELDS
-                + ["model_label", "conversation_id", "matchup", "repeat", "game_excluded"])
+CALL_COLUMNS = SESSION_KEYS + ["game", "participant_code"] + CALL_FIELDS + ["model_label"]
+# A simulation's or replay's calls also say which game they belong to (conversation_id, matchup,
+# repeat join them to the decisions), and game_excluded: the game failed (provider errors, the
+# budget) and is not in the decisions and messages tables.
+RUN_CALL_COLUMNS = CALL_COLUMNS + ["conversation_id", "matchup", "repeat", "game_excluded"]
 OTHER_GAME = {"WC": "WoC", "WoC": "WC"}
 
 
@@ -61,7 +62,7 @@ class TableRows:
         self.messages: list[dict[str, Any]] = []
         self.calls_path = self.out_dir / "llm_calls.csv"
         self._calls_file = open(self.calls_path, "w", encoding="utf-8", newline="")
-        self._calls = csv.DictWriter(self._calls_file, CALL_COLUMNS, extrasaction="ignore")
+        self._calls = csv.DictWriter(self._calls_file, RUN_CALL_COLUMNS, extrasaction="ignore")
         self._calls.writeheader()
 
     def add_side(self, *, keys: dict[str, Any], game: str, round_number: int, conversation_id: str,
