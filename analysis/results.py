@@ -376,8 +376,8 @@ def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Se
     return section
 
 
-def simulation_section(agents: pd.DataFrame, sides: pd.DataFrame) -> Section:
-    section = Section("simulation", "Agent-vs-agent simulations", "SI Note 4 (Fig. S22A, Fig. S23)")
+def simulation_section(agents: pd.DataFrame, sides: pd.DataFrame, decisions: pd.DataFrame) -> Section:
+    section = Section("simulation", "Agent-vs-agent simulations", "SI Note 4 (Fig. S22A and B, Fig. S23)")
     section.notes.append("Agents of the simulation lab (treatment A-A), per model (when the model calls are "
                          "exported) and persona; the simulation lab draws its own figures.")
     simulated = agents[agents["treatment"] == SIMULATION_TREATMENT].copy()
@@ -398,17 +398,36 @@ def simulation_section(agents: pd.DataFrame, sides: pd.DataFrame) -> Section:
             table.insert(0, "model", model)
             parts.append(table)
     section.tables["pairwise_WC"] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    annotated = sides[(sides["treatment"] == SIMULATION_TREATMENT) & sides["agreement"].notna()]
+    # Fig. S22 panel B: per model (the run's label), agent persona x associate persona, over all
+    # decisions of the simulation's agents.
+    own = decisions[(decisions["treatment"] == SIMULATION_TREATMENT) & (decisions["player_kind"] == "agent")]
+    if "model" not in own:
+        own = own.assign(model="")
+    own = own.assign(model=own["model"].fillna(""), cooperated=own["choice"].eq(protocol.COOPERATE))
+    section.tables["cooperation_by_associate"] = (
+        own.groupby(["model", "persona", "associate_type", "game"])
+        .agg(decisions=("cooperated", "size"), cooperations=("cooperated", "sum"),
+             cooperation_rate=("cooperated", "mean"))
+        .reset_index().rename(columns={"associate_type": "associate_persona"}))
+    annotated = sides[(sides["treatment"] == SIMULATION_TREATMENT) & sides["agreement"].notna()].copy()
     if annotated.empty:
         section.notes.append("No annotations of the simulated conversations: agreements and breaches need them.")
         return section
+    # One model per simulation session (session code = run-model label): per model, not pooled.
+    annotated["model"] = annotated["session_code"].map(own.groupby("session_code")["model"].first()).fillna("")
     agreed = annotated[annotated["agreement"] == True]  # noqa: E712
-    section.tables["agreements_breaches"] = pd.DataFrame({
-        "conversations": annotated.groupby("persona").size(),
-        "agreement_percentage": 100 * annotated.groupby("persona")["agreement"].mean().astype(float),
-        "agreements": agreed.groupby("persona").size(),
-        "breach_percentage": 100 * agreed.groupby("persona")["breached"].mean().astype(float),
-    }).reindex([p for p in PERSONA_ORDER if p in set(annotated["persona"])]).rename_axis("persona").reset_index()
+    keys = ["model", "persona"]
+    table = pd.DataFrame({
+        "conversations": annotated.groupby(keys).size(),
+        "agreement_percentage": 100 * annotated.groupby(keys)["agreement"].mean().astype(float),
+        "agreements": agreed.groupby(keys).size(),
+        "breach_percentage": 100 * agreed.groupby(keys)["breached"].mean().astype(float),
+    }).reset_index()
+    table["agreements"] = table["agreements"].fillna(0).astype(int)
+    persona_rank = {p: i for i, p in enumerate(PERSONA_ORDER)}
+    section.tables["agreements_breaches"] = table.sort_values(
+        ["model", "persona"], key=lambda c: c.map(persona_rank) if c.name == "persona" else c,
+        ignore_index=True)
     return section
 
 
@@ -469,7 +488,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
                           decisions.loc[decisions["treatment"].isin(TREATMENT_ORDER), "label_setting"]])
     settings_present = _present(lab_rows, protocol.LABEL_SETTINGS)
     if (decisions["treatment"] == SIMULATION_TREATMENT).any():
-        sections.append(simulation_section(agents, sides))
+        sections.append(simulation_section(agents, sides, decisions))
     for label_setting in settings_present:
         people = participants[participants["label_setting"] == label_setting]
         builders: list[tuple[str, Callable[[], Section]]] = [

@@ -209,3 +209,37 @@ def test_figures_follow_the_config_order_and_s23_draws_without_labels(tmp_path):
         assert result.outputs["S23"].exists() and result.outputs["S23"].stat().st_size > 0
         # and every rerun too
         assert run_simulation(config, show_progress=False, log=lambda s: None).outputs["S23"].exists()
+
+
+def test_analysis_of_a_run_keeps_the_models_apart(tmp_path):
+    """``python -m analysis RUN``: agreements and breaches per model and persona, and panel B of
+    Fig. S22 (model x persona x associate persona) as a table."""
+    from analysis.load import load_exports
+    from analysis.results import analyse
+
+    replies = iter(range(10**6))
+
+    def annotator(request, api):
+        agreement = "true" if next(replies) % 3 else "false"
+        return ('{"p1_preferred": "A", "p2_preferred": "A", "p1_wants_other": "A", "p2_wants_other": "A", '
+                f'"agreement": {agreement}}}')
+
+    with FakeLLMServer(reply=annotator) as server:
+        config = SimulationConfig(
+            name="r", output_dir=tmp_path, **SMALL_DESIGN,
+            models=[{"provider": "simulated", "label": "Zeta", "simulated_seed": 1},
+                    {"provider": "simulated", "label": "Alpha", "simulated_seed": 2}],
+            annotation={"provider": "openai_compatible", "model": "fake-annotator",
+                        "base_url": server.base_url_openai})
+        run_simulation(config, show_progress=False, log=lambda s: None)
+    analysis = analyse(load_exports(config.run_dir))
+    simulation = next(s for s in analysis.sections if s.key == "simulation")
+    breaches = simulation.tables["agreements_breaches"]
+    assert set(breaches["model"]) == {"Zeta", "Alpha"}
+    assert breaches.groupby("model")["conversations"].sum().to_dict() == {"Zeta": 48, "Alpha": 48}  # 2 sides x 24
+    panel_b = simulation.tables["cooperation_by_associate"]
+    decisions = pd.read_csv(config.run_dir / "decisions.csv")
+    expected = (decisions.assign(c=decisions["choice"].eq("A"))
+                .groupby(["model", "persona", "associate_type"])["c"].mean())
+    got = panel_b.set_index(["model", "persona", "associate_persona"])["cooperation_rate"]
+    pd.testing.assert_series_equal(got.sort_index(), expected.sort_index(), check_names=False)
