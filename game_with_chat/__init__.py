@@ -134,28 +134,8 @@ def own_message(player: Player, stage: int):
 
 
 # PAGES
-class GameIntro(TranslatedTimer, Page):
-    template_name = "lab/GameIntro.html"
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return player.round_number == 1
-
-    @staticmethod
-    def vars_for_template(player: Player):
-        return lab_game.intro_vars(player, GAME)
-
-
-class RoundStart(TranslatedWait, WaitPage):
-    """Every round starts together, so agents and humans are re-matched in step."""
-
-    wait_for_all_groups = True
-    body_key = "common_waiting_all"
-    after_all_players_arrive = start_agent_turns
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player)
+_shared = lab_game.shared_pages(__name__, GAME, choices=C.CHOICES, start_round=start_agent_turns)
+GameIntro, RoundStart, Decision, Result = _shared.GameIntro, _shared.RoundStart, _shared.Decision, _shared.Result
 
 
 def _message_page(stage: int):
@@ -256,50 +236,6 @@ def _read_page(stage: int):
     ReadPage.__name__ = f"Read{stage}"
     ReadPage.__qualname__ = ReadPage.__name__
     return ReadPage
-
-
-class Decision(TranslatedTimer, Page):
-    form_model = "player"
-    form_fields = ["choice"]
-    template_name = "lab/Decision.html"
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player)
-
-    @staticmethod
-    def get_timeout_seconds(player: Player):
-        return stage_timeout(player, "decision")
-
-    @staticmethod
-    def vars_for_template(player: Player):
-        variables = lab_game.round_vars(player, GAME)
-        variables["choices"] = C.CHOICES
-        return variables
-
-    @staticmethod
-    def before_next_page(player: Player, timeout_happened):
-        lab_game.record_choice(player, player.field_maybe_none("choice"), timeout_happened, GAME)
-
-
-class Result(TranslatedTimer, Page):
-    template_name = "lab/Result.html"
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player)
-
-    @staticmethod
-    def get_timeout_seconds(player: Player):
-        return stage_timeout(player, "result")
-
-    @staticmethod
-    def vars_for_template(player: Player):
-        return lab_game.result_vars(player, GAME)
-
-    @staticmethod
-    def app_after_this_page(player: Player, upcoming_apps):
-        return lab_game.next_app_after_last_round(player, upcoming_apps)
 
 
 def finish_agent_round(player: Player):
