@@ -7,13 +7,13 @@ or not they were sent in time; the associate's message is shown as plain text.
 
 import time
 
-from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, WaitPage, models
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models
 
 import protocol
 from lab import agent_models, agent_pages
 from lab import agent_runtime as agents
 from lab import game as lab_game
-from lab.game import TranslatedWait, is_played, stage_timeout
+from lab.game import is_played, stage_timeout
 from lab.pages import TranslatedTimer
 from lab.session_settings import max_rounds_per_game, params
 
@@ -201,19 +201,6 @@ def read_vars(player: Player, stage: int) -> dict:
     )
 
 
-def _wait_for_associate(stage_name: str, after=None):
-    class WaitForAssociate(TranslatedWait, WaitPage):
-        @staticmethod
-        def is_displayed(player: Player):
-            return is_played(player) and player.associate_kind == "human"
-
-    if after:
-        WaitForAssociate.after_all_players_arrive = after
-    WaitForAssociate.__name__ = f"Wait{stage_name}"
-    WaitForAssociate.__qualname__ = WaitForAssociate.__name__
-    return WaitForAssociate
-
-
 def _read_page(stage: int):
     class ReadPage(TranslatedTimer, Page):
         template_name = "game_with_chat/Read.html"
@@ -246,18 +233,17 @@ Message1 = _message_page(1)
 Message2 = _message_page(2)
 Read1 = _read_page(1)
 Read2 = _read_page(2)
-WaitMessage1 = _wait_for_associate("Message1")
-WaitMessage2 = _wait_for_associate("Message2")
-WaitDecision = _wait_for_associate("Decision", after=lab_game.settle_pair)
-AgentWaitMessage1 = agent_pages.wait_page(TABLES, "message_1", then="message_2", name="AgentWaitMessage1")
-AgentWaitMessage2 = agent_pages.wait_page(TABLES, "message_2", then="decision", name="AgentWaitMessage2")
-AgentWaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="AgentWaitDecision")
+# One wait for either kind of associate (label-uninformed sessions stay blind); see lab/agent_pages.py.
+WaitMessage1 = agent_pages.wait_page(TABLES, "message_1", then="message_2", name="WaitMessage1")
+WaitMessage2 = agent_pages.wait_page(TABLES, "message_2", then="decision", name="WaitMessage2")
+WaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="WaitDecision",
+                                     after_humans=lab_game.settle_pair)
 
 page_sequence = [
     GameIntro, RoundStart,
-    Message1, WaitMessage1, AgentWaitMessage1, Read1,
-    Message2, WaitMessage2, AgentWaitMessage2, Read2,
-    Decision, WaitDecision, AgentWaitDecision, Result,
+    Message1, WaitMessage1, Read1,
+    Message2, WaitMessage2, Read2,
+    Decision, WaitDecision, Result,
 ]
 
 

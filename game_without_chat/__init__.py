@@ -1,13 +1,12 @@
 """The prisoner's dilemma without communication (WoC): decision and result only, a new
 associate every round, the same limits and payoffs as the game with chat."""
 
-from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, WaitPage, models
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, models
 
 import protocol
 from lab import agent_models, agent_pages
 from lab import agent_runtime as agents
 from lab import game as lab_game
-from lab.game import TranslatedWait, is_played
 from lab.session_settings import max_rounds_per_game, params
 
 doc = __doc__
@@ -66,17 +65,11 @@ _shared = lab_game.shared_pages(__name__, GAME, choices=C.CHOICES, start_round=s
 GameIntro, RoundStart, Decision, Result = _shared.GameIntro, _shared.RoundStart, _shared.Decision, _shared.Result
 
 
-class WaitDecision(TranslatedWait, WaitPage):
-    after_all_players_arrive = lab_game.settle_pair
+# One wait for either kind of associate (label-uninformed sessions stay blind); see lab/agent_pages.py.
+WaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="WaitDecision",
+                                     after_humans=lab_game.settle_pair)
 
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player) and player.associate_kind == "human"
-
-
-AgentWaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="AgentWaitDecision")
-
-page_sequence = [GameIntro, RoundStart, Decision, WaitDecision, AgentWaitDecision, Result]
+page_sequence = [GameIntro, RoundStart, Decision, WaitDecision, Result]
 
 
 def vars_for_admin_report(subsession: Subsession):

@@ -354,3 +354,80 @@ def wait_timeout_seconds(player, tables: GameTables, kind: str) -> float:
 def is_running(player, tables: GameTables, kind: str) -> bool:
     row = ensure_turn(player, tables, kind)
     return row is None or row.status == RUNNING
+
+
+def settle_if_finished(player, tables: GameTables, kind: str) -> bool:
+    """True when the turn is settled (now, if its answer has just come in): the participant
+    goes on without seeing a wait page. Idempotent."""
+    row = ensure_turn(player, tables, kind)
+    return row is not None and row.status in FINAL_STATUSES
+
+
+def turn_deadline(player, tables: GameTables, kind: str) -> float:
+    """Epoch seconds by which the turn ends (the agent's stage limit)."""
+    row = ensure_turn(player, tables, kind)
+    if row is None:
+        return time.time() + params(player.session).stage_limits[TURN_STAGE[kind]]
+    return row.deadline_at
+
+
+def wait_is_over(player, tables: GameTables, kind: str) -> bool:
+    """The turn's deadline and the grace have passed: settle it now, by the fallback if need be."""
+    return time.time() > turn_deadline(player, tables, kind) + SETTLE_GRACE_SECONDS
+
+
+def wait_for_turn(player, tables: GameTables, kind: str, timeout: float) -> None:
+    """Block until the running turn's answer is in (oTree's bots only: their runner gives up
+    after ten passes over wait pages without progress)."""
+    future = ENGINE.future(turn_key(player, tables, kind))
+    if future is not None:
+        try:
+            future.result(timeout=max(0.0, timeout))
+        except Exception:  # a timeout or a failed turn: settled by the fallback
+            pass
+
+
+# --- Telling a waiting page that the turn is over --------------------------------------------------
+class WaitNotifier:
+    """When a turn ends, pushes {'status': 'ready'} to the websocket group of the page the
+    human waits on (oTree's own wait-page channel, so the page behaves as an H-H wait page: it
+    reloads, and that request settles the turn under oTree's lock). Nothing is written here:
+    the push only wakes the page."""
+
+    RETRY_SECONDS = 0.2
+
+    def __init__(self) -> None:
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+
+    def capture_loop(self) -> Optional[asyncio.AbstractEventLoop]:
+        """oTree's event loop, asked for from a page request (a thread of its thread pool)."""
+        if self._loop is None:
+            try:
+                import anyio.from_thread
+
+                self._loop = anyio.from_thread.run_sync(asyncio.get_running_loop)
+            except Exception:  # not in a server request (bots, tests): no push, pages reload
+                return None
+        return self._loop
+
+    def watch(self, player, tables: GameTables, kind: str, channel: str, until: float) -> bool:
+        """Push to ``channel`` when the turn ends; False if there is nothing to watch."""
+        loop = self.capture_loop()
+        future = ENGINE.future(turn_key(player, tables, kind))
+        if loop is None or future is None:
+            return False
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._push, loop, channel, until))
+        return True
+
+    def _push(self, loop, channel: str, until: float) -> None:
+        """On oTree's loop. The page may be rendered but its socket not yet open: try again
+        shortly until it is (or the wait is over; the page then reloads by itself)."""
+        from otree.channels.utils import channel_layer
+
+        if channel_layer._subs.get(channel):  # the page's socket has joined the group
+            asyncio.ensure_future(channel_layer.send(channel, {"status": "ready"}))
+        elif time.time() < until:
+            loop.call_later(self.RETRY_SECONDS, self._push, loop, channel, until)
+
+
+NOTIFIER = WaitNotifier()
