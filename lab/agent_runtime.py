@@ -390,44 +390,68 @@ def wait_for_turn(player, tables: GameTables, kind: str, timeout: float) -> None
 # --- Telling a waiting page that the turn is over --------------------------------------------------
 class WaitNotifier:
     """When a turn ends, pushes {'status': 'ready'} to the websocket group of the page the
-    human waits on (oTree's own wait-page channel, so the page behaves as an H-H wait page: it
-    reloads, and that request settles the turn under oTree's lock). Nothing is written here:
-    the push only wakes the page."""
+    human waits on: oTree's own wait-page channel, so the page behaves as an H-H wait page (it
+    reloads, and that request settles the turn under oTree's lock). Nothing is written here;
+    the push only wakes the page.
 
-    RETRY_SECONDS = 0.2
+    The turn ends on the agent engine's thread and the push is handed to oTree's event loop
+    (``call_soon_threadsafe``). That loop is learnt from the first websocket that joins a
+    channel group (oTree's page requests run in a thread pool that cannot name it), and a page
+    whose socket joins after its turn has ended gets the push as it joins.
+    """
+
+    READY = {"status": "ready"}
 
     def __init__(self) -> None:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._lock = threading.Lock()
+        self._ready: dict[str, float] = {}  # channel -> until when a joining socket is told
+        self._installed = False
 
-    def capture_loop(self) -> Optional[asyncio.AbstractEventLoop]:
-        """oTree's event loop, asked for from a page request (a thread of its thread pool)."""
-        if self._loop is None:
-            try:
-                import anyio.from_thread
+    def install(self) -> None:
+        """Hook oTree's in-process channel layer (in the server process only)."""
+        from otree.channels.utils import channel_layer
 
-                self._loop = anyio.from_thread.run_sync(asyncio.get_running_loop)
-            except Exception:  # not in a server request (bots, tests): no push, pages reload
-                return None
-        return self._loop
+        if self._installed:
+            return
+        original_add = channel_layer.add
+
+        def add(group, websocket):
+            original_add(group, websocket)
+            self._loop = asyncio.get_running_loop()  # consumers join groups on oTree's loop
+            with self._lock:
+                ready = self._ready.get(group, 0) > time.time()
+            if ready:
+                asyncio.ensure_future(channel_layer.send(group, self.READY))
+
+        channel_layer.add = add
+        self._installed = True
 
     def watch(self, player, tables: GameTables, kind: str, channel: str, until: float) -> bool:
         """Push to ``channel`` when the turn ends; False if there is nothing to watch."""
-        loop = self.capture_loop()
+        self.install()
         future = ENGINE.future(turn_key(player, tables, kind))
-        if loop is None or future is None:
+        if future is None:
             return False
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._push, loop, channel, until))
+        future.add_done_callback(lambda _: self._turn_ended(channel, until))
         return True
 
-    def _push(self, loop, channel: str, until: float) -> None:
-        """On oTree's loop. The page may be rendered but its socket not yet open: try again
-        shortly until it is (or the wait is over; the page then reloads by itself)."""
+    def _turn_ended(self, channel: str, until: float) -> None:
+        """On the engine's thread."""
+        now = time.time()
+        with self._lock:
+            for stale in [c for c, t in self._ready.items() if t < now]:
+                del self._ready[stale]
+            self._ready[channel] = until
+            loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._push, channel)
+
+    def _push(self, channel: str) -> None:
         from otree.channels.utils import channel_layer
 
-        if channel_layer._subs.get(channel):  # the page's socket has joined the group
-            asyncio.ensure_future(channel_layer.send(channel, {"status": "ready"}))
-        elif time.time() < until:
-            loop.call_later(self.RETRY_SECONDS, self._push, loop, channel, until)
+        if channel_layer._subs.get(channel):  # sockets on the page now; later ones are told as they join
+            asyncio.ensure_future(channel_layer.send(channel, self.READY))
 
 
 NOTIFIER = WaitNotifier()
