@@ -7,13 +7,13 @@ or not they were sent in time; the associate's message is shown as plain text.
 
 import time
 
-from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, WaitPage, models
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models
 
 import protocol
 from lab import agent_models, agent_pages
 from lab import agent_runtime as agents
 from lab import game as lab_game
-from lab.game import TranslatedWait, is_played, stage_timeout
+from lab.game import is_played, stage_timeout
 from lab.pages import TranslatedTimer
 from lab.session_settings import max_rounds_per_game, params
 
@@ -134,28 +134,8 @@ def own_message(player: Player, stage: int):
 
 
 # PAGES
-class GameIntro(TranslatedTimer, Page):
-    template_name = "lab/GameIntro.html"
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return player.round_number == 1
-
-    @staticmethod
-    def vars_for_template(player: Player):
-        return lab_game.intro_vars(player, GAME)
-
-
-class RoundStart(TranslatedWait, WaitPage):
-    """Every round starts together, so agents and humans are re-matched in step."""
-
-    wait_for_all_groups = True
-    body_key = "common_waiting_all"
-    after_all_players_arrive = start_agent_turns
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player)
+_shared = lab_game.shared_pages(__name__, GAME, choices=C.CHOICES, start_round=start_agent_turns)
+GameIntro, RoundStart, Decision, Result = _shared.GameIntro, _shared.RoundStart, _shared.Decision, _shared.Result
 
 
 def _message_page(stage: int):
@@ -221,19 +201,6 @@ def read_vars(player: Player, stage: int) -> dict:
     )
 
 
-def _wait_for_associate(stage_name: str, after=None):
-    class WaitForAssociate(TranslatedWait, WaitPage):
-        @staticmethod
-        def is_displayed(player: Player):
-            return is_played(player) and player.associate_kind == "human"
-
-    if after:
-        WaitForAssociate.after_all_players_arrive = after
-    WaitForAssociate.__name__ = f"Wait{stage_name}"
-    WaitForAssociate.__qualname__ = WaitForAssociate.__name__
-    return WaitForAssociate
-
-
 def _read_page(stage: int):
     class ReadPage(TranslatedTimer, Page):
         template_name = "game_with_chat/Read.html"
@@ -258,50 +225,6 @@ def _read_page(stage: int):
     return ReadPage
 
 
-class Decision(TranslatedTimer, Page):
-    form_model = "player"
-    form_fields = ["choice"]
-    template_name = "lab/Decision.html"
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player)
-
-    @staticmethod
-    def get_timeout_seconds(player: Player):
-        return stage_timeout(player, "decision")
-
-    @staticmethod
-    def vars_for_template(player: Player):
-        variables = lab_game.round_vars(player, GAME)
-        variables["choices"] = C.CHOICES
-        return variables
-
-    @staticmethod
-    def before_next_page(player: Player, timeout_happened):
-        lab_game.record_choice(player, player.field_maybe_none("choice"), timeout_happened, GAME)
-
-
-class Result(TranslatedTimer, Page):
-    template_name = "lab/Result.html"
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player)
-
-    @staticmethod
-    def get_timeout_seconds(player: Player):
-        return stage_timeout(player, "result")
-
-    @staticmethod
-    def vars_for_template(player: Player):
-        return lab_game.result_vars(player, GAME)
-
-    @staticmethod
-    def app_after_this_page(player: Player, upcoming_apps):
-        return lab_game.next_app_after_last_round(player, upcoming_apps)
-
-
 def finish_agent_round(player: Player):
     agents.finish_round(player, TABLES)
 
@@ -310,18 +233,17 @@ Message1 = _message_page(1)
 Message2 = _message_page(2)
 Read1 = _read_page(1)
 Read2 = _read_page(2)
-WaitMessage1 = _wait_for_associate("Message1")
-WaitMessage2 = _wait_for_associate("Message2")
-WaitDecision = _wait_for_associate("Decision", after=lab_game.settle_pair)
-AgentWaitMessage1 = agent_pages.wait_page(TABLES, "message_1", then="message_2", name="AgentWaitMessage1")
-AgentWaitMessage2 = agent_pages.wait_page(TABLES, "message_2", then="decision", name="AgentWaitMessage2")
-AgentWaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="AgentWaitDecision")
+# One wait for either kind of associate (label-uninformed sessions stay blind); see lab/agent_pages.py.
+WaitMessage1 = agent_pages.wait_page(TABLES, "message_1", then="message_2", name="WaitMessage1")
+WaitMessage2 = agent_pages.wait_page(TABLES, "message_2", then="decision", name="WaitMessage2")
+WaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="WaitDecision",
+                                     after_humans=lab_game.settle_pair)
 
 page_sequence = [
     GameIntro, RoundStart,
-    Message1, WaitMessage1, AgentWaitMessage1, Read1,
-    Message2, WaitMessage2, AgentWaitMessage2, Read2,
-    Decision, WaitDecision, AgentWaitDecision, Result,
+    Message1, WaitMessage1, Read1,
+    Message2, WaitMessage2, Read2,
+    Decision, WaitDecision, Result,
 ]
 
 

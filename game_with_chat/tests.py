@@ -3,12 +3,8 @@ import html
 from otree.api import Bot, Submission, expect
 
 from lab import bots
-from lab.bots import call_live_method  # noqa: F401  (oTree's bots call it on live pages)
 from lab.game import game_total
-from . import (AgentWaitDecision, AgentWaitMessage1, AgentWaitMessage2, Decision, GameIntro, Message, Message1,
-               Message2, Read1, Read2, Result, received_message)
-
-AGENT_WAITS = {1: AgentWaitMessage1, 2: AgentWaitMessage2}
+from . import Decision, GameIntro, Message, Message1, Message2, Read1, Read2, Result, received_message
 
 
 class PlayerBot(Bot):
@@ -27,8 +23,7 @@ class PlayerBot(Bot):
                 expect(row.text, "")
             else:
                 yield page, {f"message_{stage}": text}
-            if self.player.associate_kind == "agent":
-                yield AGENT_WAITS[stage]
+            if self.player.associate_kind == "agent":  # past the wait for the associate (a WaitPage)
                 bots.check_agent_turn(self.player, f"message_{stage}")
             received = received_message(self.player, stage)
             if received and received.sent_in_time:
@@ -44,7 +39,6 @@ class PlayerBot(Bot):
             yield Decision, {"choice": bots.scripted_choice(self.player)}
             expect(self.player.choice_timed_out, False)
         if self.player.associate_kind == "agent":
-            yield AgentWaitDecision
             bots.check_agent_turn(self.player, "decision")
         yield Result
         expect(self.player.associate_choice, "in", ["A", "B"])

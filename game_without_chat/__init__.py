@@ -1,14 +1,12 @@
 """The prisoner's dilemma without communication (WoC): decision and result only, a new
 associate every round, the same limits and payoffs as the game with chat."""
 
-from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, WaitPage, models
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, models
 
 import protocol
 from lab import agent_models, agent_pages
 from lab import agent_runtime as agents
 from lab import game as lab_game
-from lab.game import TranslatedWait, is_played, stage_timeout
-from lab.pages import TranslatedTimer
 from lab.session_settings import max_rounds_per_game, params
 
 doc = __doc__
@@ -63,86 +61,15 @@ def finish_agent_round(player: Player):
 
 
 # PAGES
-class GameIntro(TranslatedTimer, Page):
-    template_name = "lab/GameIntro.html"
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return player.round_number == 1
-
-    @staticmethod
-    def vars_for_template(player: Player):
-        return lab_game.intro_vars(player, GAME)
+_shared = lab_game.shared_pages(__name__, GAME, choices=C.CHOICES, start_round=start_agent_turns)
+GameIntro, RoundStart, Decision, Result = _shared.GameIntro, _shared.RoundStart, _shared.Decision, _shared.Result
 
 
-class RoundStart(TranslatedWait, WaitPage):
-    """Every round starts together, so agents and humans are re-matched in step."""
+# One wait for either kind of associate (label-uninformed sessions stay blind); see lab/agent_pages.py.
+WaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="WaitDecision",
+                                     after_humans=lab_game.settle_pair)
 
-    wait_for_all_groups = True
-    body_key = "common_waiting_all"
-    after_all_players_arrive = start_agent_turns
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player)
-
-
-class Decision(TranslatedTimer, Page):
-    form_model = "player"
-    form_fields = ["choice"]
-    template_name = "lab/Decision.html"
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player)
-
-    @staticmethod
-    def get_timeout_seconds(player: Player):
-        return stage_timeout(player, "decision")
-
-    @staticmethod
-    def vars_for_template(player: Player):
-        variables = lab_game.round_vars(player, GAME)
-        variables["choices"] = C.CHOICES
-        variables["show_new_associate"] = True
-        return variables
-
-    @staticmethod
-    def before_next_page(player: Player, timeout_happened):
-        lab_game.record_choice(player, player.field_maybe_none("choice"), timeout_happened, GAME)
-
-
-class WaitDecision(TranslatedWait, WaitPage):
-    after_all_players_arrive = lab_game.settle_pair
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player) and player.associate_kind == "human"
-
-
-class Result(TranslatedTimer, Page):
-    template_name = "lab/Result.html"
-
-    @staticmethod
-    def is_displayed(player: Player):
-        return is_played(player)
-
-    @staticmethod
-    def get_timeout_seconds(player: Player):
-        return stage_timeout(player, "result")
-
-    @staticmethod
-    def vars_for_template(player: Player):
-        return lab_game.result_vars(player, GAME)
-
-    @staticmethod
-    def app_after_this_page(player: Player, upcoming_apps):
-        return lab_game.next_app_after_last_round(player, upcoming_apps)
-
-
-AgentWaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="AgentWaitDecision")
-
-page_sequence = [GameIntro, RoundStart, Decision, WaitDecision, AgentWaitDecision, Result]
+page_sequence = [GameIntro, RoundStart, Decision, WaitDecision, Result]
 
 
 def vars_for_admin_report(subsession: Subsession):

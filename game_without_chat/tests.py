@@ -1,8 +1,7 @@
 from otree.api import Bot, Submission, expect
 
 from lab import bots
-from lab.bots import call_live_method  # noqa: F401  (oTree's bots call it on live pages)
-from . import AgentWaitDecision, Decision, GameIntro, Result
+from . import Decision, GameIntro, Result
 
 
 class PlayerBot(Bot):
@@ -17,7 +16,6 @@ class PlayerBot(Bot):
         else:
             yield Decision, {"choice": bots.scripted_choice(self.player)}
         if self.player.associate_kind == "agent":
-            yield AgentWaitDecision
             bots.check_agent_turn(self.player, "decision")
         yield Result
         expect(self.player.associate_choice, "in", ["A", "B"])

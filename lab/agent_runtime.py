@@ -354,3 +354,104 @@ def wait_timeout_seconds(player, tables: GameTables, kind: str) -> float:
 def is_running(player, tables: GameTables, kind: str) -> bool:
     row = ensure_turn(player, tables, kind)
     return row is None or row.status == RUNNING
+
+
+def settle_if_finished(player, tables: GameTables, kind: str) -> bool:
+    """True when the turn is settled (now, if its answer has just come in): the participant
+    goes on without seeing a wait page. Idempotent."""
+    row = ensure_turn(player, tables, kind)
+    return row is not None and row.status in FINAL_STATUSES
+
+
+def turn_deadline(player, tables: GameTables, kind: str) -> float:
+    """Epoch seconds by which the turn ends (the agent's stage limit)."""
+    row = ensure_turn(player, tables, kind)
+    if row is None:
+        return time.time() + params(player.session).stage_limits[TURN_STAGE[kind]]
+    return row.deadline_at
+
+
+def wait_is_over(player, tables: GameTables, kind: str) -> bool:
+    """The turn's deadline and the grace have passed: settle it now, by the fallback if need be."""
+    return time.time() > turn_deadline(player, tables, kind) + SETTLE_GRACE_SECONDS
+
+
+def wait_for_turn(player, tables: GameTables, kind: str, timeout: float) -> None:
+    """Block until the running turn's answer is in (oTree's bots only: their runner gives up
+    after ten passes over wait pages without progress)."""
+    future = ENGINE.future(turn_key(player, tables, kind))
+    if future is not None:
+        try:
+            future.result(timeout=max(0.0, timeout))
+        except Exception:  # a timeout or a failed turn: settled by the fallback
+            pass
+
+
+# --- Telling a waiting page that the turn is over --------------------------------------------------
+class WaitNotifier:
+    """When a turn ends, pushes {'status': 'ready'} to the websocket group of the page the
+    human waits on: oTree's own wait-page channel, so the page behaves as an H-H wait page (it
+    reloads, and that request settles the turn under oTree's lock). Nothing is written here;
+    the push only wakes the page.
+
+    The turn ends on the agent engine's thread and the push is handed to oTree's event loop
+    (``call_soon_threadsafe``). That loop is learnt from the first websocket that joins a
+    channel group (oTree's page requests run in a thread pool that cannot name it), and a page
+    whose socket joins after its turn has ended gets the push as it joins.
+    """
+
+    READY = {"status": "ready"}
+
+    def __init__(self) -> None:
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._lock = threading.Lock()
+        self._ready: dict[str, float] = {}  # channel -> until when a joining socket is told
+        self._installed = False
+
+    def install(self) -> None:
+        """Hook oTree's in-process channel layer (in the server process only)."""
+        from otree.channels.utils import channel_layer
+
+        if self._installed:
+            return
+        original_add = channel_layer.add
+
+        def add(group, websocket):
+            original_add(group, websocket)
+            self._loop = asyncio.get_running_loop()  # consumers join groups on oTree's loop
+            with self._lock:
+                ready = self._ready.get(group, 0) > time.time()
+            if ready:
+                asyncio.ensure_future(channel_layer.send(group, self.READY))
+
+        channel_layer.add = add
+        self._installed = True
+
+    def watch(self, player, tables: GameTables, kind: str, channel: str, until: float) -> bool:
+        """Push to ``channel`` when the turn ends; False if there is nothing to watch."""
+        self.install()
+        future = ENGINE.future(turn_key(player, tables, kind))
+        if future is None:
+            return False
+        future.add_done_callback(lambda _: self._turn_ended(channel, until))
+        return True
+
+    def _turn_ended(self, channel: str, until: float) -> None:
+        """On the engine's thread."""
+        now = time.time()
+        with self._lock:
+            for stale in [c for c, t in self._ready.items() if t < now]:
+                del self._ready[stale]
+            self._ready[channel] = until
+            loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._push, channel)
+
+    def _push(self, channel: str) -> None:
+        from otree.channels.utils import channel_layer
+
+        if channel_layer._subs.get(channel):  # sockets on the page now; later ones are told as they join
+            asyncio.ensure_future(channel_layer.send(channel, self.READY))
+
+
+NOTIFIER = WaitNotifier()

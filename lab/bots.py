@@ -7,9 +7,6 @@ decision not made in time (the random choice, flagged).
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from otree.api import expect
 
 import protocol
@@ -47,23 +44,8 @@ def plays_round(player) -> bool:
     return player.round_number <= params(player.session).rounds_per_game
 
 
-def call_live_method(method, **kwargs):
-    """oTree's bots run a live page's method through this: here the AgentWait pages' question
-    "has the agent answered?", asked as the page does until it has (``method`` returns an async
-    generator in oTree 6 that must be drained)."""
-
-    async def ask() -> bool:
-        async for reply in method(1, {}):
-            return bool(reply and reply[1]["ready"])
-        return False
-
-    deadline = time.monotonic() + 120
-    while not asyncio.run(ask()) and time.monotonic() < deadline:
-        time.sleep(0.02)
-
-
 def check_agent_turn(player, kind: str) -> None:
-    """After an AgentWait page: the agent's turn is settled and on the record."""
+    """Past the wait for an agent associate: its turn is settled and on the record."""
     from otree.common import get_models_module
 
     from lab.agent_runtime import FINAL_STATUSES, find_turn

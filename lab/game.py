@@ -9,9 +9,13 @@ from __future__ import annotations
 import random
 import time
 
+from types import SimpleNamespace
+
+from otree.api import Page, WaitPage
+
 import protocol
 from lab import matching, timeout_worker
-from lab.pages import associates_wording, texts_for
+from lab.pages import TranslatedTimer, associates_wording, texts_for
 from lab.session_settings import params
 
 
@@ -196,3 +200,89 @@ def players_of(participant, app_name: str) -> list:
 
     Player = get_models_module(app_name).Player
     return list(Player.objects_filter(participant=participant).order_by("round_number"))
+
+
+# --- The pages both games share ------------------------------------------------------------------
+def _page_of(app_module: str, name: str, page_class):
+    """oTree names a page's URL after its class and finds its app by the class's module."""
+    page_class.__name__ = page_class.__qualname__ = name
+    page_class.__module__ = app_module
+    return page_class
+
+
+def shared_pages(app_module: str, game: str, *, choices, start_round) -> SimpleNamespace:
+    """GameIntro, RoundStart, Decision and Result of a game app. ``start_round(subsession)``
+    runs when everyone has reached the round's start (it starts the agents' turns)."""
+    # The game without chat meets the round's new associate on the decision page.
+    decision_shows_new_associate = game == "WoC"
+
+    class GameIntro(TranslatedTimer, Page):
+        template_name = "lab/GameIntro.html"
+
+        @staticmethod
+        def is_displayed(player):
+            return player.round_number == 1
+
+        @staticmethod
+        def vars_for_template(player):
+            return intro_vars(player, game)
+
+    class RoundStart(TranslatedWait, WaitPage):
+        """Every round starts together, so agents and humans are re-matched in step."""
+
+        wait_for_all_groups = True
+        body_key = "common_waiting_all"
+        after_all_players_arrive = staticmethod(start_round)
+
+        @staticmethod
+        def is_displayed(player):
+            return is_played(player)
+
+    class Decision(TranslatedTimer, Page):
+        form_model = "player"
+        form_fields = ["choice"]
+        template_name = "lab/Decision.html"
+
+        @staticmethod
+        def is_displayed(player):
+            return is_played(player)
+
+        @staticmethod
+        def get_timeout_seconds(player):
+            return stage_timeout(player, "decision")
+
+        @staticmethod
+        def vars_for_template(player):
+            variables = round_vars(player, game)
+            variables["choices"] = choices
+            if decision_shows_new_associate:
+                variables["show_new_associate"] = True
+            return variables
+
+        @staticmethod
+        def before_next_page(player, timeout_happened):
+            record_choice(player, player.field_maybe_none("choice"), timeout_happened, game)
+
+    class Result(TranslatedTimer, Page):
+        template_name = "lab/Result.html"
+
+        @staticmethod
+        def is_displayed(player):
+            return is_played(player)
+
+        @staticmethod
+        def get_timeout_seconds(player):
+            return stage_timeout(player, "result")
+
+        @staticmethod
+        def vars_for_template(player):
+            return result_vars(player, game)
+
+        @staticmethod
+        def app_after_this_page(player, upcoming_apps):
+            return next_app_after_last_round(player, upcoming_apps)
+
+    return SimpleNamespace(**{
+        page.__name__: _page_of(app_module, page.__name__, page)
+        for page in (GameIntro, RoundStart, Decision, Result)
+    })

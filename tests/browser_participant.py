@@ -51,7 +51,7 @@ async def play(page, start_url: str, script: Script, *, timeout: float = 180) ->
             script.payout_text = (await page.locator("#payout").inner_text()).strip()
             return script
         url_before = page.url
-        if name in WAIT_PAGES or name.startswith("AgentWait"):
+        if name in WAIT_PAGES:
             started = time.monotonic()
             await page.wait_for_url(lambda url: url != url_before, timeout=timeout * 1000)
             script.waited_seconds.setdefault(name, []).append(time.monotonic() - started)

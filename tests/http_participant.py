@@ -1,9 +1,9 @@
 """A participant made of plain HTTP requests: fast, no browser, survives a server restart.
 
 It reads which page it is on from oTree's URL (/p/{code}/{app}/{Page}/{index}), answers it
-with the form fields a person would submit, polls wait pages, and re-submits an AgentWait
-page until the agent's turn is settled. Used by the restart test and bench/lab_load.py
-(which adds a websocket for the AgentWait pages' live method).
+with the form fields a person would submit and polls wait pages (the wait for a human
+associate and for an agent are the same pages). Used by the restart test and
+bench/lab_load.py (which listens on the wait pages' websocket, as a browser does).
 """
 
 from __future__ import annotations
@@ -95,13 +95,7 @@ class HttpParticipant:
                 response = self._request("GET", response.url, page)
                 continue
             time.sleep(self.think_seconds(page))
-            started = time.monotonic()
             response = self._request("POST", response.url, page, data=self.answer(page))
-            if page.startswith("AgentWait"):
-                self.waited[page] = self.waited.get(page, 0.0) + time.monotonic() - started
-                if PAGE_RE.search(response.url)["page"] == page:  # still thinking: ask again shortly
-                    time.sleep(self.poll_seconds)
-                    self.waited[page] += self.poll_seconds
         raise AssertionError(f"participant {self.code} did not finish; last pages {self.pages[-5:]}")
 
     def wait_on_wait_page(self, response: requests.Response) -> None:

@@ -47,10 +47,11 @@ def test_participant_plays_fair_agents_served_by_fake_server(lab_server):
     assert len(script.seen_associate_messages) == 4
     assert all(message and "did not send" not in message for message in script.seen_associate_messages)
     assert not script.dialogs
-    # The human waited for the agent only for the hop back: the agent answered within the stage.
-    waits = [seconds for name, values in script.waited_seconds.items() if name.startswith("AgentWait")
+    # The human waited for the agent only while it answered (~1 s model latency; the stage limit
+    # is 12 s), on the same wait pages as for a human associate.
+    waits = [seconds for name, values in script.waited_seconds.items() if name.startswith("Wait")
              for seconds in values]
-    assert waits and max(waits) < 6, waits  # ~1 s model latency; the stage limit is 12 s
+    assert max(waits, default=0) < 6, waits
     calls = server.export("payment", "custom_export_llm_calls", session["code"])
     assert calls and {c["status"] for c in calls} == {"ok"}
     assert all(float(c["time_done"]) - float(c["time_sent"]) >= 0.9 for c in calls), "latency is on the record"

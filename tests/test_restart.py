@@ -19,8 +19,8 @@ def test_server_killed_mid_round_resumes_and_loses_nothing(lab_server, database_
     killed = threading.Event()
 
     def kill_when_agent_thinks(participant, page, index):
-        # First participant reaches the wait for the agent's first message: its turn is in flight.
-        if page == "AgentWaitMessage1" and not killed.is_set():
+        # First participant waits for the agent's first message: its turn is in flight.
+        if page == "WaitMessage1" and not killed.is_set():
             killed.set()
             server.restart(kill=True)
 
