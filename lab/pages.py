@@ -83,9 +83,17 @@ class ServerDeadline:
             self.participant, self._index_in_pages)
 
 
+def lab_reconnecting_text(self) -> str:
+    """What lab-page.js shows while the server is unreachable (read by the base template from
+    the page instance; a wait page mixin may use the same function)."""
+    return i18n.text(params(self.session).language, "connection_lost")
+
+
 class TranslatedTimer(ServerDeadline):
     """Mixin for Page classes: oTree's timer caption in the session's language, and the
     server's deadline (ServerDeadline)."""
+
+    lab_reconnecting_text = lab_reconnecting_text
 
     @property
     def timer_text(self):
