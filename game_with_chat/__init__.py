@@ -15,6 +15,7 @@ from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.game import is_played, stage_timeout
 from lab.pages import TranslatedTimer
+from lab.text import clean_text
 from lab.session_settings import max_rounds_per_game, params
 
 doc = __doc__
@@ -86,8 +87,10 @@ def start_agent_turns(subsession: Subsession):
 
 
 def message_error(player: Player, text: str):
+    """Counted as the page's counter counts (lab/text.py); the page keeps the text on an error."""
     p = params(player.session)
     t = lab_game.texts_for(player)
+    text = clean_text(text)
     if not text.strip():
         return t["game_message_prompt"]
     if len(text) > p.message_max_chars:
@@ -96,8 +99,10 @@ def message_error(player: Player, text: str):
 
 def store_message(player: Player, stage: int, timeout_happened: bool):
     """The human's message of ``stage``; at the limit, nothing is sent (the draft is kept)."""
+    # Cleaned before anything else touches the database: a NUL would fail PostgreSQL's flush.
+    typed = clean_text(player.field_maybe_none(f"message_{stage}"))
+    setattr(player, f"message_{stage}", typed)
     p = params(player.session)
-    typed = player.field_maybe_none(f"message_{stage}") or ""
     sent = not timeout_happened and bool(typed.strip()) and len(typed) <= p.message_max_chars
     Message.create(
         player=player,

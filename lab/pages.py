@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import protocol
 from lab import i18n
 from lab.session_settings import SessionParams, params
@@ -45,8 +47,53 @@ def associates_wording(p: SessionParams) -> str:
     return i18n.text(p.language, key)
 
 
-class TranslatedTimer:
-    """Mixin for Page classes: oTree's timer caption in the session's language."""
+# A click made in the page's last moment reaches the server a little after the deadline the
+# page was given (the timer starts when the page has loaded; the post takes its time on the
+# network). Half a second covers a lab's LAN many times over; later posts count as timed out.
+DEADLINE_GRACE_SECONDS = 0.5
+
+
+def server_timed_out(participant, page_index: int, now: float | None = None) -> bool:
+    """Whether page ``page_index`` of ``participant`` is past its deadline (plus the grace).
+
+    oTree stores the deadline of the page a participant is on when it first renders it
+    (``_timeout_page_index`` / ``_timeout_expiration_time``, from get_timeout_seconds), but
+    accepts an ordinary post until its worker submits the page (deadline + 6 s)."""
+    expires = participant._timeout_expiration_time
+    if participant._timeout_page_index != page_index or expires is None:
+        return False
+    return (time.time() if now is None else now) > expires + DEADLINE_GRACE_SECONDS
+
+
+class ServerDeadline:
+    """Mixin for timed Page classes: a submission that reaches the server after the page's
+    deadline counts as timed out whatever the client sends (``timeout_happened`` in oTree's
+    form handling, error_message, before_next_page and the page-times export)."""
+
+    _lab_timeout_happened = False
+
+    @property
+    def timeout_happened(self) -> bool:
+        return self._lab_timeout_happened
+
+    @timeout_happened.setter
+    def timeout_happened(self, client_or_worker_says: bool) -> None:
+        # oTree sets this once per post, before it reads the form; decided here, once.
+        self._lab_timeout_happened = bool(client_or_worker_says) or server_timed_out(
+            self.participant, self._index_in_pages)
+
+
+def lab_reconnecting_text(self) -> str:
+    """What lab-page.js shows while the server is unreachable (read by the base template from
+    the page instance; a wait page mixin may use the same function)."""
+    return i18n.text(params(self.session).language, "connection_lost")
+
+
+class TranslatedTimer(ServerDeadline):
+    """Mixin for Page classes: oTree's timer caption in the session's language, and the
+    server's deadline (ServerDeadline)."""
+
+    lab_reconnecting_text = lab_reconnecting_text
 
     @property
     def timer_text(self):

@@ -8,6 +8,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 import protocol
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import params
+from lab.text import clean_text
 
 doc = __doc__
 
@@ -190,6 +191,10 @@ class Demographics(QuestionnairePage):
         t = variables["t"]
         variables["genders"] = [(g, t[f"questionnaire_gender_{g}"]) for g in ("female", "male", "other")]
         return variables
+
+    @staticmethod
+    def before_next_page(player: Player, timeout_happened):
+        player.major = clean_text(player.field_maybe_none("major"))  # the one free-text answer
 
 
 page_sequence = [NormEstimates, Perception, CommunicationQuality, BelievedHuman, Familiarity,

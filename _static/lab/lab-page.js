@@ -1,0 +1,127 @@
+/* On every participant page (loaded by _templates/otree/Base_UserFacing.html).
+
+   A lab server may go down (crash, kill -9, restart) while participants have their pages open.
+   A form submitted meanwhile would leave the tab on the browser's "This site can't be reached"
+   page, which needs a manual reload on every cubicle PC. Instead, every submission of the page's
+   form (the Next button, a choice button, oTree's timer at the limit) first checks that the
+   server answers; if it does not, the page says it is reconnecting, keeps everything that was
+   typed, and submits as soon as the server is back. When oTree's own websockets lose the
+   server, the page shows the same notice and, once the server answers again, reloads itself
+   unless the participant has a form to fill in (oTree's websockets then move the page on if the
+   server advanced it meanwhile). */
+(function () {
+  var PING_URL = '/static/lab/ping.txt';
+  var RETRY_MS = 2000;
+  var script = document.currentScript;
+  var notice = (script && script.dataset.reconnecting) || '…';
+
+  // Drafts of this participant's other pages are obsolete once a page of theirs loads.
+  var participant = window.location.pathname.match(/^\/p\/[^/]+\//);
+  if (participant) {
+    try {
+      for (var i = localStorage.length - 1; i >= 0; i--) {
+        var key = localStorage.key(i);
+        if (key && key.indexOf('lab-draft:' + participant[0]) === 0 && key !== 'lab-draft:' + window.location.pathname) {
+          localStorage.removeItem(key);
+        }
+      }
+    } catch (e) { }
+  }
+
+  function serverAnswers() {
+    var controller = new AbortController();
+    var timer = setTimeout(function () { controller.abort(); }, 3000);
+    return fetch(PING_URL + '?t=' + Date.now(), {cache: 'no-store', signal: controller.signal})
+      .then(function (response) { clearTimeout(timer); return response.ok; })
+      .catch(function () { clearTimeout(timer); return false; });
+  }
+
+  var banner = null;
+  function showNotice() {
+    if (banner) return;
+    banner = document.createElement('div');
+    banner.id = 'lab-reconnecting';
+    banner.setAttribute('role', 'status');
+    banner.textContent = notice;
+    banner.style.cssText = 'position:fixed;top:0;left:0;right:0;z-index:9999;padding:.6rem 1rem;' +
+      'background:#fff3cd;color:#664d03;border-bottom:1px solid #ffecb5;text-align:center;font-size:1.1rem';
+    document.body.appendChild(banner);
+  }
+  function hideNotice() {
+    if (banner) { banner.remove(); banner = null; }
+  }
+
+  // Resolves with whether the server was unreachable at least once, as soon as it answers.
+  var waiting = null;
+  function whenServerBack() {
+    if (!waiting) {
+      waiting = new Promise(function (resolve) {
+        var wasDown = false;
+        (function attempt() {
+          serverAnswers().then(function (ok) {
+            if (ok) { waiting = null; hideNotice(); resolve(wasDown); }
+            else { wasDown = true; showNotice(); setTimeout(attempt, RETRY_MS); }
+          });
+        })();
+      });
+    }
+    return waiting;
+  }
+
+  // --- submissions ---------------------------------------------------------------------
+  var nativeSubmit = HTMLFormElement.prototype.submit;
+  var checked = false;      // this submission's check passed: let it through
+  var submitting = false;   // a check is under way: ignore further clicks
+
+  function submitWhenServerAnswers(form, submitter) {
+    if (submitting) return;
+    submitting = true;
+    whenServerBack().then(function () {
+      checked = true;
+      if (submitter && form.requestSubmit) form.requestSubmit(submitter);
+      else nativeSubmit.call(form);
+    });
+  }
+
+  document.addEventListener('submit', function (event) {
+    var form = event.target;
+    if (form.id !== 'form' || checked) return;
+    event.preventDefault();
+    event.stopImmediatePropagation();
+    submitWhenServerAnswers(form, event.submitter);
+  }, true);
+
+  function guardFormSubmit() {
+    var form = document.getElementById('form');
+    // oTree's timer calls jQuery's submit(), which ends in form.submit(): no submit event.
+    if (form) form.submit = function () {
+      if (checked) nativeSubmit.call(form); else submitWhenServerAnswers(form, null);
+    };
+  }
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', guardFormSubmit);
+  else guardFormSubmit();
+
+  // --- oTree's websockets ----------------------------------------------------------------
+  var leaving = false;
+  window.addEventListener('pagehide', function () { leaving = true; });
+  window.addEventListener('beforeunload', function () { leaving = true; });
+  var NativeWebSocket = window.WebSocket;
+  if (NativeWebSocket) {
+    var Watched = function (url, protocols) {
+      var socket = protocols === undefined ? new NativeWebSocket(url) : new NativeWebSocket(url, protocols);
+      socket.addEventListener('close', function () {
+        if (leaving || submitting) return;
+        whenServerBack().then(function (wasDown) {
+          if (!wasDown || leaving || submitting) return;
+          var form = document.getElementById('form');
+          var hasInputs = form && form.querySelector('input:not([type=hidden]), textarea, select, button[name]');
+          if (!hasInputs) window.location.reload();
+        });
+      });
+      return socket;
+    };
+    Watched.prototype = NativeWebSocket.prototype;
+    ['CONNECTING', 'OPEN', 'CLOSING', 'CLOSED'].forEach(function (name) { Watched[name] = NativeWebSocket[name]; });
+    window.WebSocket = Watched;
+  }
+})();
