@@ -9,8 +9,10 @@ from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, N
 class PlayerBot(Bot):
     def play_round(self):
         n = self.participant.id_in_session
+        # self.html is the page the bot is on: the first questionnaire before its answers.
+        first_title = "Questionnaire 1" if params(self.session).language == "en" else "问卷 1"
+        expect(first_title, "in", self.html)
         yield NormEstimates, {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
-        expect("Questionnaire 1", "in", self.html) if params(self.session).language == "en" else None
         yield Perception, {field: (n + i) % 7 - 3 for i, field in enumerate(PERCEPTION_FIELDS)}
         yield CommunicationQuality, {field: (n * i) % 7 - 3 for i, field in enumerate(SEVEN_C_FIELDS)}
         if not params(self.session).informed:
