@@ -25,7 +25,7 @@ BROWSER_KEY = "lab_room_browser"
 CLAIM_GRACE_SECONDS = 30
 
 _claims: dict[tuple[str, str], tuple[str, float]] = {}  # (room, label) -> (browser, claimed at)
-_claims_lock = threading.Lock()
+_claims_lock = threading.Lock()  # also serialises room entries (see install)
 
 
 def install() -> None:
@@ -37,7 +37,15 @@ def install() -> None:
     original_get = AssignVisitorToRoom.get
 
     def get(self, request):
-        return refusal_if_taken(request) or original_get(self, request)
+        # One room entry at a time, so two browsers cannot both pass the check for one label.
+        with _claims_lock:
+            refusal = refusal_if_taken(request)
+            if refusal is not None:
+                return refusal
+            response = original_get(self, request)
+            if response.status_code in (302, 303, 307):  # oTree gave the label its participant
+                record_holder(request)
+            return response
 
     AssignVisitorToRoom.get = get
     AssignVisitorToRoom._lab_one_browser_per_label = True
@@ -54,24 +62,31 @@ def refusal_if_taken(request):
         return None  # oTree's own checks and messages apply
     browser = request.session.setdefault(BROWSER_KEY, secrets.token_urlsafe(16))
     session = room.get_session()
-    with _claims_lock:
-        holder, claimed_at = _claims.get((room.name, label), (None, 0.0))
-        held_elsewhere = holder not in (None, browser) and (
-            label in room.present_list or time.time() - claimed_at < CLAIM_GRACE_SECONDS)
-        if session is None:
-            if held_elsewhere:
-                return _refusal_page(room.name, label)
-            _claims[(room.name, label)] = (browser, time.time())
-            return None
-        participant = session.pp_set.filter_by(label=label).first()
-        if participant is None:
-            return None  # oTree assigns an unused participant (or says the session is full)
-        owner = participant.vars.get(BROWSER_KEY)
-        if owner not in (None, browser) or (owner is None and held_elsewhere):
+    holder, claimed_at = _claims.get((room.name, label), (None, 0.0))
+    held_elsewhere = holder not in (None, browser) and (
+        label in room.present_list or time.time() - claimed_at < CLAIM_GRACE_SECONDS)
+    if session is None:
+        if held_elsewhere:
             return _refusal_page(room.name, label)
-        if owner is None:
-            participant.vars = {**participant.vars, BROWSER_KEY: browser}
+        _claims[(room.name, label)] = (browser, time.time())
+        return None
+    participant = session.pp_set.filter_by(label=label).first()
+    owner = participant.vars.get(BROWSER_KEY) if participant is not None else None
+    if owner not in (None, browser) or (owner is None and held_elsewhere):
+        return _refusal_page(room.name, label)
     return None
+
+
+def record_holder(request) -> None:
+    """After oTree gave the label its participant: this browser holds it for the session."""
+    from otree.room import ROOM_DICT
+
+    session = ROOM_DICT[request.path_params["room_name"]].get_session()
+    label = request.query_params.get("participant_label", "")
+    browser = request.session.get(BROWSER_KEY)
+    participant = session.pp_set.filter_by(label=label).first() if session and label and browser else None
+    if participant is not None and participant.vars.get(BROWSER_KEY) is None:
+        participant.vars[BROWSER_KEY] = browser
 
 
 def _refusal_page(room_name: str, label: str):
