@@ -124,3 +124,8 @@ def test_what_participants_see_in_chinese(lab_server, database_url, tmp_path):
         assert seen_by["associate"] == [other[1], other[2]]
         assert seen_by["markup_in_messages"] == 0
         assert "本轮的信息" in seen_by["decision_text"]
+        # Full-width colons after Chinese (participants' own messages aside).
+        page_text = seen_by["decision_text"]
+        for message in (*own.values(), *other.values()):
+            page_text = page_text.replace(message, "")
+        assert not re.search("[\u4e00-\u9fff]\\s*:", page_text + first["welcome"])
