@@ -13,7 +13,7 @@ import protocol
 from lab import matching, timeout_worker
 from lab.pages import associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
-from lab.session_settings import params
+from lab.session_settings import GAME_APPS, params
 
 
 # Game apps are imported by every oTree process, the timeout worker included.
@@ -157,8 +157,6 @@ class RoundMessages:
         if self.game != "WC":
             return iter(())
         import importlib
-
-        from lab.session_settings import GAME_APPS
 
         # The chat app knows who the associate is (human or agent) and where each message is.
         chat_app = importlib.import_module(GAME_APPS["WC"])

@@ -93,12 +93,10 @@ def test_a_label_taken_once_the_session_runs_is_refused(lab_server, database_url
     same browser comes back to its participant, another browser is refused (browsers are
     cookie jars here)."""
     server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="1")
-    import requests as http
-
-    created = http.post(f"{server.base_url}/api/sessions", json=dict(
+    created = requests.post(f"{server.base_url}/api/sessions", json=dict(
         session_config_name="hh_informed_wc_first", num_participants=2, room_name="lab"), timeout=60)
     assert created.ok, created.text[:300]
-    first, second = http.Session(), http.Session()
+    first, second = requests.Session(), requests.Session()
     entry = dict(participant_label="cubicle07", welcome_page_ok="1")
     arrived = first.get(f"{server.base_url}{ROOM}", params=entry, timeout=30)
     assert PARTICIPANT_PAGE.search(arrived.url)
