@@ -30,9 +30,14 @@ def test_cubicles_start_by_themselves_and_a_label_in_use_is_refused(lab_server, 
         async with async_playwright() as playwright:
             browser = await launch_browser(playwright)
             cubicle_1, cubicle_2, mistyped, admin = [await (await browser.new_context()).new_page() for _ in range(4)]
-            # Before the session: straight to oTree's waiting page, in Chinese, no click.
-            for page, label in ((cubicle_1, "cubicle01"), (cubicle_2, "cubicle02")):
-                await page.goto(room_url + label)
+            # Before the session: with the label in the address, straight to oTree's waiting
+            # page, in Chinese, no click; without it, the label is typed once.
+            await cubicle_1.goto(room_url + "cubicle01")
+            await cubicle_2.goto(f"{server.base_url}{ROOM}")
+            await cubicle_2.locator("#participant_label").click()
+            await cubicle_2.keyboard.type("cubicle02")
+            await cubicle_2.keyboard.press("Enter")
+            for page in (cubicle_1, cubicle_2):
                 await page.wait_for_url(re.compile("welcome_page_ok=1"), timeout=20_000)
                 await page.get_by_text("等待会话开始").wait_for(timeout=20_000)
             # Another PC typing cubicle01 is refused while cubicle01's tab is open.
