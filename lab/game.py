@@ -6,6 +6,7 @@ fields) so that each app stays a short list of fields and pages.
 
 from __future__ import annotations
 
+import importlib
 import random
 import time
 
@@ -156,8 +157,6 @@ class RoundMessages:
     def __iter__(self):
         if self.game != "WC":
             return iter(())
-        import importlib
-
         # The chat app knows who the associate is (human or agent) and where each message is.
         chat_app = importlib.import_module(GAME_APPS["WC"])
         t = texts_for(self.player)
