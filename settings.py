@@ -9,7 +9,13 @@ import sys
 from os import environ
 
 import protocol
+from lab import i18n
 from lab.session_settings import GAME_APPS, config_defaults
+
+if not environ.get("DATABASE_URL", "").strip():
+    # An empty DATABASE_URL (e.g. `export DATABASE_URL=` to go back to SQLite) would reach
+    # SQLAlchemy as an invalid URL: it means the default, SQLite in ./db.sqlite3.
+    environ.pop("DATABASE_URL", None)
 
 _PRODUCTION = environ.get("OTREE_PRODUCTION", "") not in ("", "0")
 if _PRODUCTION:
@@ -27,6 +33,14 @@ if _PRODUCTION:
             + ", ".join(_missing)
             + " in the environment. See README.md, 'Running a real lab session'."
         )
+
+# The lab's language: oTree's own participant pages (the room's "Please wait", form error
+# banners) and the default of each session's `language`, from which our pages take their texts
+# (lab/i18n.py). Simplified Chinese unless OTREE_LANGUAGE_CODE=en.
+try:
+    LANGUAGE_CODE = i18n.otree_language_code(environ.get("OTREE_LANGUAGE_CODE"))
+except ValueError as exc:
+    sys.exit(str(exc))
 
 
 def _session_config(associate_type: str, label_setting: str, game_order: str) -> dict:
@@ -64,12 +78,12 @@ ROOMS = [
         name="lab",
         display_name="Lab (cubicle PCs)",
         participant_label_file="_rooms/lab_cubicles.txt",
+        # Goes straight on when the address carries the cubicle's label (README, Rooms), and
+        # a label already taken by another browser is refused (lab/rooms.py).
+        welcome_page="lab/RoomWelcome.html",
     ),
 ]
 
-# oTree's own chrome (admin pages, browser form messages); participant texts follow each
-# session's `language` (see lab/i18n.py).
-LANGUAGE_CODE = environ.get("OTREE_LANGUAGE_CODE", "en")
 REAL_WORLD_CURRENCY_CODE = protocol.CURRENCY_CODE
 REAL_WORLD_CURRENCY_DECIMAL_PLACES = 2
 USE_POINTS = True

@@ -31,6 +31,7 @@ class PlayerBot(Bot):
                 expect(html.escape(received.text), "in", self.html)
                 expect("<script>alert(1)</script>", "not in", self.html)
             yield read_page
+        bots.check_decision_page(self.player, self.html)
         if bots.times_out_decision(self.player):
             yield Submission(Decision, timeout_happened=True)
             expect(self.player.choice_timed_out, True)

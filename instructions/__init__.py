@@ -11,8 +11,12 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models, widgets
 
 import protocol
-from lab import session_settings
+from lab import rooms, session_settings
 from lab.pages import TranslatedTimer, texts_for
+from lab.payoff_table import payoff_table_vars
+
+# The first app of every session is imported by the server at start: guard its room entry.
+rooms.install()
 
 doc = __doc__
 
@@ -78,6 +82,12 @@ def wrong_quiz_fields(answers: dict) -> list:
     return [name for name in QUIZ_FIELDS if answers.get(name) != key[name]]
 
 
+def last_quiz_answers(player: Player) -> dict | None:
+    """The answers of the player's latest quiz attempt (None before the first)."""
+    attempts = sorted(QuizAttempt.filter(player=player), key=lambda a: a.attempt)
+    return json.loads(attempts[-1].answers) if attempts else None
+
+
 def record_quiz_attempt(player: Player, answers: dict, passed: bool):
     player.quiz_attempts += 1
     QuizAttempt.create(
@@ -89,22 +99,9 @@ def record_quiz_attempt(player: Player, answers: dict, passed: bool):
     )
 
 
-def payoff_table(t: dict) -> list:
-    """Rows for the payoff table: (row label, [(own, other) per column])."""
-    return [
-        dict(label=t["intro_payoff_row"].format(own=own),
-             cells=[C.PAYOFFS[(own, other)] for other in protocol.CHOICES])
-        for own in protocol.CHOICES
-    ]
-
-
 def rules_vars(player: Player) -> dict:
     t = texts_for(player)
-    return dict(
-        t=t,
-        payoff_rows=payoff_table(t),
-        payoff_cols=[t["intro_payoff_col"].format(other=other) for other in protocol.CHOICES],
-    )
+    return dict(t=t, **payoff_table_vars(t))
 
 
 # PAGES
@@ -128,13 +125,23 @@ class Quiz(TranslatedTimer, Page):
     def vars_for_template(player: Player):
         variables = rules_vars(player)
         t = variables["t"]
-        variables["questions"] = [
+        # After a failed attempt: its right answers stay selected, its wrong ones are marked
+        # and cleared (read from the attempt's record, so a reload shows the same).
+        previous = last_quiz_answers(player)
+        wrong = set(wrong_quiz_fields(previous)) if previous else set()
+        questions = [
             dict(name=f"quiz_{own}{other}",
                  text=t["intro_quiz_points_question"].format(own=own, other=other),
-                 options=[(value, value) for value in C.QUIZ_POINT_OPTIONS])
+                 options=[(str(value), value) for value in C.QUIZ_POINT_OPTIONS])
             for own, other in C.QUIZ_CASES
         ] + [dict(name="quiz_same_associate", text=t["intro_quiz_same_associate"],
                   options=[("True", t["intro_quiz_yes"]), ("False", t["intro_quiz_no"])])]
+        for question in questions:
+            name = question["name"]
+            question["wrong"] = name in wrong
+            kept = previous.get(name) if previous and name not in wrong else None
+            question["kept"] = "" if kept is None else str(kept)
+        variables["questions"] = questions
         variables["failed_before"] = player.quiz_attempts > 0
         return variables
 

@@ -1,3 +1,5 @@
+import re
+
 from otree.api import Bot, SubmissionMustFail, expect
 
 from . import C, Quiz, QuizAttempt, Rules, Welcome, quiz_answer_key
@@ -13,8 +15,19 @@ class PlayerBot(Bot):
         # Everyone fails once: the rules appear again and the attempt is on the record.
         yield SubmissionMustFail(Quiz, wrong)
         expect(self.player.quiz_attempts, 1)
+        # The page back marks the wrong answer (cleared) and keeps the right ones selected.
+        expect(self.html.count("lab-quiz-feedback"), 1)
+        expect("lab-quiz-feedback", "in", question_html(self.html, "quiz_AB"))
+        expect("checked", "not in", question_html(self.html, "quiz_AB"))
+        for name in ("quiz_AA", "quiz_BA", "quiz_BB", "quiz_same_associate"):
+            expect(f'value="{correct[name]}" required checked', "in", question_html(self.html, name))
         yield Quiz, correct
         expect(self.player.quiz_attempts, 2)
         attempts = QuizAttempt.filter(player=self.player)
         expect([a.passed for a in attempts], [False, True])
         expect(C.NUM_ROUNDS, 1)
+
+
+def question_html(page_html: str, name: str) -> str:
+    """The quiz question's fieldset."""
+    return re.search(rf'<fieldset[^>]*id="question-{name}".*?</fieldset>', page_html, re.S).group(0)

@@ -55,3 +55,21 @@ def check_agent_turn(player, kind: str) -> None:
     expect(turn is not None and turn.status in FINAL_STATUSES, True)
     if kind == "decision":
         expect(turn.choice, "in", protocol.CHOICES)
+
+
+def check_decision_page(player, page_html: str) -> None:
+    """The chat game's decision page shows the payoff table and this round's messages, both
+    ways, as escaped text (what each side sent in time; a missing one says so)."""
+    import html
+
+    from game_with_chat import own_message, received_message
+
+    for own, other in protocol.PAYOFFS:
+        own_points, other_points = protocol.PAYOFFS[(own, other)]
+        expect(f"{own_points}, {other_points}", "in", page_html)
+    expect('id="round-messages"', "in", page_html)
+    for stage in (1, 2):
+        for row in (own_message(player, stage), received_message(player, stage)):
+            if row is not None and row.sent_in_time:
+                expect(html.escape(row.text), "in", page_html)
+    expect("<script>alert(1)</script>", "not in", page_html)

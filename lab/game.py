@@ -6,6 +6,7 @@ fields) so that each app stays a short list of fields and pages.
 
 from __future__ import annotations
 
+import importlib
 import random
 import time
 
@@ -16,7 +17,8 @@ from otree.api import Page, WaitPage
 import protocol
 from lab import matching, timeout_worker
 from lab.pages import TranslatedTimer, associates_wording, texts_for
-from lab.session_settings import params
+from lab.payoff_table import payoff_table_vars
+from lab.session_settings import GAME_APPS, params
 
 
 # Game apps are imported by every oTree process, the timeout worker included.
@@ -132,14 +134,43 @@ def stage_timeout(player, stage: str) -> float:
 
 
 def round_vars(player, game: str) -> dict:
-    """Template variables every in-round page shows."""
+    """Template variables of the in-round pages: header, texts, and what the decision page
+    shows besides the choice (the payoff table and this round's messages)."""
     p = params(player.session)
     t = texts_for(player)
     return dict(
         t=t,
         round_label=t["common_round_of"].format(round=player.round_number, rounds=p.rounds_per_game),
         game_label=t["common_game_of"].format(game_index=p.game_index(game)),
+        round_messages=RoundMessages(player, game),
+        **payoff_table_vars(t),
     )
+
+
+class RoundMessages:
+    """This round's messages, both ways and both stages, as the participant saw them (WC only).
+
+    Read from the database only when a template iterates it (the decision page), so the other
+    pages that share round_vars pay nothing. Each item: stage, title, own_text, associate_text
+    (None when not sent in time); templates show them as escaped text.
+    """
+
+    def __init__(self, player, game: str):
+        self.player, self.game = player, game
+
+    def __iter__(self):
+        if self.game != "WC":
+            return iter(())
+        # The chat app knows who the associate is (human or agent) and where each message is.
+        chat_app = importlib.import_module(GAME_APPS["WC"])
+        t = texts_for(self.player)
+        return iter([
+            dict(stage=stage, title=t["game_message_title"].format(stage=stage), **chat_app.read_vars(self.player, stage))
+            for stage in (1, 2)
+        ])
+
+    def __repr__(self):  # oTree's debug panel lists template variables with repr
+        return f"RoundMessages(round {self.player.round_number}, {self.game})"
 
 
 def intro_vars(player, game: str) -> dict:

@@ -43,11 +43,55 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, str]:
     return flat
 
 
+def _localised(language: str, params: dict) -> _Defaults:
+    """The placeholder values, with ``{currency}`` written as the language writes it: a
+    currency code (protocol.CURRENCY_CODE) becomes the locale's ``[currency]`` name (元)."""
+    values = _Defaults(params)
+    code = values.get("currency")
+    if code is not None:
+        values["currency"] = load_texts(language).get(f"currency_{code}", code)
+    return values
+
+
 def texts(language: str, **params) -> dict[str, str]:
     """All texts of ``language`` with ``params`` filled into their placeholders."""
-    values = _Defaults(params)
+    values = _localised(language, params)
     return {key: text.format_map(values) for key, text in load_texts(language).items()}
 
 
 def text(language: str, key: str, **params) -> str:
-    return load_texts(language)[key].format_map(_Defaults(params))
+    return load_texts(language)[key].format_map(_localised(language, params))
+
+
+def currency_name(language: str, code: str) -> str:
+    """How participant pages in ``language`` write the currency ``code`` (CNY: 元 in Chinese)."""
+    return load_texts(language).get(f"currency_{code}", code)
+
+
+# --- The server's language (oTree's own pages) -----------------------------------------
+# oTree translates its own participant pages (the room's "Please wait", form error banners)
+# into one language per server, settings.LANGUAGE_CODE. The lab's texts exist in LANGUAGES;
+# this maps between oTree's spelling and ours.
+OTREE_LANGUAGE_CODES = {"zh_hans": "zh-hans", "en": "en"}
+DEFAULT_LANGUAGE = "zh_hans"  # the paper's lab
+
+
+def lab_language(raw: str | None) -> str:
+    """OTREE_LANGUAGE_CODE (``zh-hans``, ``zh_Hans``, ``zh``, ``en``…) as one of LANGUAGES;
+    unset or empty means DEFAULT_LANGUAGE. ValueError says what is accepted."""
+    value = (raw or "").strip().lower().replace("-", "_")
+    if not value:
+        return DEFAULT_LANGUAGE
+    aliases = {"zh": "zh_hans", "zh_cn": "zh_hans", "en_us": "en", "en_gb": "en"}
+    value = aliases.get(value, value)
+    if value not in LANGUAGES:
+        raise ValueError(
+            f"OTREE_LANGUAGE_CODE is {raw!r}; this lab's texts exist in zh-hans (Simplified Chinese) "
+            "and en (English). Set OTREE_LANGUAGE_CODE=zh-hans or OTREE_LANGUAGE_CODE=en."
+        )
+    return value
+
+
+def otree_language_code(raw: str | None) -> str:
+    """settings.LANGUAGE_CODE for oTree from OTREE_LANGUAGE_CODE (see lab_language)."""
+    return OTREE_LANGUAGE_CODES[lab_language(raw)]

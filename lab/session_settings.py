@@ -37,9 +37,13 @@ def _defaults() -> dict:
 
 def config_defaults() -> dict:
     """The paper's values, as flat session-config keys (oTree's admin can edit flat values)."""
+    from lab.i18n import lab_language
+
     defaults = {
-        "language": "zh_hans",
-        "rounds_per_game": protocol.ROUNDS_PER_GAME,
+        # The server's language (OTREE_LANGUAGE_CODE), so oTree's own pages and ours agree.
+        "language": lab_language(os.environ.get("OTREE_LANGUAGE_CODE")),
+        # A server limited to fewer rounds offers its limit, so creation works unedited.
+        "rounds_per_game": min(protocol.ROUNDS_PER_GAME, max_rounds_per_game()),
         "message_max_chars": protocol.MESSAGE_MAX_CHARS,
         # oTree's own names, so its payments page uses the paper's fee and exchange rate.
         "participation_fee": protocol.SHOW_UP_FEE,

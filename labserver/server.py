@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 
 def _lan_address() -> str | None:
@@ -47,13 +48,46 @@ def prepare_sqlite(workdir: Path = Path(".")) -> None:
         connection.execute("PRAGMA journal_mode=WAL")
 
 
+def masked_database_url(url: str) -> str:
+    """DATABASE_URL as the banner shows it: the password replaced by ***."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def database_problem(url: str) -> str | None:
+    """Why DATABASE_URL cannot work, in one sentence (None if it looks usable)."""
+    try:
+        from sqlalchemy.engine.url import make_url
+
+        parsed = make_url(url)
+    except Exception:
+        return f"DATABASE_URL is not a database URL ({masked_database_url(url)!r})."
+    backend = parsed.drivername.split("+")[0]
+    if backend not in ("postgresql", "postgres", "sqlite"):
+        return f"DATABASE_URL names {backend!r}; this lab runs on postgresql://… or sqlite:///…."
+    return None
+
+
 def serve(port: int) -> int:
     env = dict(os.environ)
-    if not env.get("DATABASE_URL"):
+    if not env.get("DATABASE_URL", "").strip():
+        env.pop("DATABASE_URL", None)  # empty means the default: SQLite
         prepare_sqlite()
+    else:
+        problem = database_problem(env["DATABASE_URL"])
+        if problem:
+            print(f"Not starting: {problem} Leave it unset (or empty) for SQLite in ./db.sqlite3; "
+                  "see README.md, 'Running a real lab session'.", file=sys.stderr)
+            return 2
     # prodserver starts `otree` by name for its timeout worker: the venv's bin must be on PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    database = env.get("DATABASE_URL") or "SQLite (./db.sqlite3)"
+    database = masked_database_url(env["DATABASE_URL"]) if env.get("DATABASE_URL") else "SQLite (./db.sqlite3)"
     process = subprocess.Popen(["otree", "prodserver", f"0.0.0.0:{port}"], env=env)
     try:
         if _wait_until_listening(port, process):

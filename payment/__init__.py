@@ -12,7 +12,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 
 import protocol
 from lab import game as lab_game
-from lab import agent_pages, exports
+from lab import agent_pages, exports, i18n
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
 
@@ -127,7 +127,7 @@ class Payment(TranslatedTimer, Page):
             points_money_value=f"{points_total * p.currency_per_point:.2f}",
             bonus_value=f"{correct * p.norm_bonus:.2f}",
             payout=f"{player.payout:.2f}",
-            currency=protocol.CURRENCY_CODE,
+            currency=i18n.currency_name(p.language, protocol.CURRENCY_CODE),
         )
 
 

@@ -9,13 +9,16 @@ from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, N
 class PlayerBot(Bot):
     def play_round(self):
         n = self.participant.id_in_session
+        # self.html is the page the bot is on: the first questionnaire before its answers.
+        first_title = "Questionnaire 1" if params(self.session).language == "en" else "问卷 1"
+        expect(first_title, "in", self.html)
         yield NormEstimates, {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
-        expect("Questionnaire 1", "in", self.html) if params(self.session).language == "en" else None
         yield Perception, {field: (n + i) % 7 - 3 for i, field in enumerate(PERCEPTION_FIELDS)}
         yield CommunicationQuality, {field: (n * i) % 7 - 3 for i, field in enumerate(SEVEN_C_FIELDS)}
         if not params(self.session).informed:
             yield BelievedHuman, {"believed_human": -1}
         yield Familiarity, {"llm_familiarity": 1 + n % 5}
+        check_svo_layout(self.html, params(self.session).language)
         # A prosocial pattern: all sliders at the far right of items 2-6 share equally.
         positions = [4, 8, 8, 4, 4, 8] if n % 2 else [0, 0, 0, 0, 0, 0]
         yield SocialValueOrientation, dict(zip(SVO_FIELDS, positions))
@@ -24,3 +27,12 @@ class PlayerBot(Bot):
         expect(round(angle, 2), self.player.svo_angle)
         expect(self.player.svo_category, protocol.svo_category(angle))
         yield Demographics, {"age": 20 + n % 5, "gender": "female" if n % 2 else "male", "major": "经济学"}
+
+
+def check_svo_layout(page_html: str, language: str) -> None:
+    """As the SVO intro says: each item shows what you receive above its slider and what the
+    other receives below it (Chinese labels end in a full-width colon)."""
+    you, other = ("您得到：", "对方得到：") if language == "zh_hans" else ("You receive:", "Other receives:")
+    expect("上方" if language == "zh_hans" else "above the slider", "in", page_html)
+    # The first item: its "you" label, then its slider, then its "other" label.
+    expect(page_html.index(you) < page_html.index('type="range"') < page_html.index(other), True)
