@@ -243,3 +243,15 @@ def test_analysis_of_a_run_keeps_the_models_apart(tmp_path):
                 .groupby(["model", "persona", "associate_type"])["c"].mean())
     got = panel_b.set_index(["model", "persona", "associate_persona"])["cooperation_rate"]
     pd.testing.assert_series_equal(got.sort_index(), expected.sort_index(), check_names=False)
+
+
+def test_every_price_says_where_it_comes_from_and_when_it_was_read():
+    from agents.config import ModelConfig, price_table
+    from agents.simulate.estimate import price_source
+
+    for model in price_table():
+        source = price_source(ModelConfig(provider="openai_compatible", base_url="http://x", model=model))
+        assert source.startswith("agents/prices.toml: https://") and "read 2026-" in source, model
+    assert price_source(ModelConfig(provider="openai", model="gpt-4o", price_input_per_mtok=1,
+                                    price_output_per_mtok=2)) == "config"
+    assert price_source(ModelConfig(provider="openai", model="gpt-4-turbo")) == "no price known"
