@@ -71,10 +71,14 @@ class Plan:
     reply_tokens: int = 0
     estimates: list[ModelEstimate] = field(default_factory=list)
 
+    replay: bool = False  # a counterfactual replay: rounds, not games
+
     def describe(self) -> str:
-        lines = [f"games: {self.games_total} ({self.games_done} already played"
+        first = (f"replayed rounds: {self.games_total} (recorded rounds x models)" if self.replay else
+                 f"games: {self.games_total} ({self.games_done} already played"
                  + (f", {self.games_to_retry} to play again after provider failures" if self.games_to_retry else "")
-                 + ")",
+                 + ")")
+        lines = [first,
                  f"model calls to make: {self.calls_remaining} (+ re-asks of malformed replies)"
                  + (f"; {self.cache_hits} more served from the cache" if self.cache_hits else ""),
                  f"estimate: the prompts as the agents will render them, replies of {self.reply_tokens} tokens"]
