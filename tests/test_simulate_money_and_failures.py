@@ -243,3 +243,46 @@ def test_analysis_of_a_run_keeps_the_models_apart(tmp_path):
                 .groupby(["model", "persona", "associate_type"])["c"].mean())
     got = panel_b.set_index(["model", "persona", "associate_persona"])["cooperation_rate"]
     pd.testing.assert_series_equal(got.sort_index(), expected.sort_index(), check_names=False)
+
+
+def test_every_price_says_where_it_comes_from_and_when_it_was_read():
+    from agents.config import ModelConfig, price_table
+    from agents.simulate.estimate import price_source
+
+    for model in price_table():
+        source = price_source(ModelConfig(provider="openai_compatible", base_url="http://x", model=model))
+        assert source.startswith("agents/prices.toml: https://") and "read 2026-" in source, model
+    assert price_source(ModelConfig(provider="openai", model="gpt-4o", price_input_per_mtok=1,
+                                    price_output_per_mtok=2)) == "config"
+    assert price_source(ModelConfig(provider="openai", model="gpt-4-turbo")) == "no price known"
+
+
+def test_the_estimate_follows_the_agents_memory_setting(tmp_path, monkeypatch):
+    """The estimate builds its agents through the run's backend: whatever memory the agents get
+    (here forced through the backend), the estimate renders the prompts they will send."""
+    from agents.agent import PersonaAgent
+    from agents.simulate.backend import agents_backend
+    from agents.simulate.estimate import canned_reply
+    from agents.simulate.runner import plan_run, run_tournament
+
+    monkeypatch.setenv(KEY_ENV, "dummy")
+
+    def backend_with(memory: str):
+        backend = agents_backend()
+        backend.new_agent = lambda agent_id, persona, model, *, language, with_communication, seed: PersonaAgent(
+            agent_id, persona, model, language=language, with_communication=with_communication, seed=seed,
+            memory=memory)
+        return backend
+
+    with FakeLLMServer(reply=canned_reply(100)) as server:
+        config = SimulationConfig(name="run", output_dir=tmp_path, estimated_output_tokens=100, **{
+            **SMALL_DESIGN, "group_size": 3, "rounds": 3}, models=[fake_openai(server)])
+        plans = {memory: plan_run(config, backend_with(memory), RunStore(config.run_dir))
+                 for memory in ("game", "round")}
+        assert (plans["round"].per_model["fake-gpt"]["input_tokens"]
+                < 0.8 * plans["game"].per_model["fake-gpt"]["input_tokens"])
+        result = asyncio.run(run_tournament(config, backend=backend_with("round"), show_progress=False,
+                                            log=lambda s: None))
+    planned, actual = result.plan.per_model["fake-gpt"], result.actual["fake-gpt"]
+    assert planned["input_tokens"] == plans["round"].per_model["fake-gpt"]["input_tokens"]
+    assert actual["input_tokens"] == pytest.approx(planned["input_tokens"], rel=0.1)

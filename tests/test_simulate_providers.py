@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agents.simulate import BudgetExhausted, load_config, run_simulation
+from agents.simulate import load_config, run_simulation
 from agents.simulate.config import SimulationConfig
 from agents.simulate.replay import run_replay
 from agents.simulate.store import RunStore

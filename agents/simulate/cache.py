@@ -15,6 +15,7 @@ from the cache afterwards and never paid twice. Only replies that cost tokens ar
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import dataclasses
@@ -83,14 +84,12 @@ class ResponseCache:
         )
         self._db.commit()
 
-    def scopes(self, namespace: str) -> set[str]:
-        """The scopes that have at least one stored reply in ``namespace``."""
-        rows = self._db.execute("SELECT request FROM replies").fetchall()
-        found = set()
-        for (request,) in rows:
+    def stored_scopes(self) -> dict[str, collections.Counter]:
+        """Per namespace, how many replies are stored under each scope (one pass over the file)."""
+        found: dict[str, collections.Counter] = {}
+        for (request,) in self._db.execute("SELECT request FROM replies"):
             data = json.loads(request)
-            if data.get("namespace") == namespace:
-                found.add(data.get("scope", ""))
+            found.setdefault(data.get("namespace", ""), collections.Counter())[data.get("scope", "")] += 1
         return found
 
     def __len__(self) -> int:

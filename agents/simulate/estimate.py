@@ -20,8 +20,10 @@ played and counted for all of them.
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 import re
+import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -123,10 +125,21 @@ def price_source(cfg: Any) -> str:
         return "config"
     from agents.config import price_table
 
-    entry = price_table().get(getattr(cfg, "model", ""), {})
-    if "input" not in entry:
+    model = getattr(cfg, "model", "")
+    if "input" not in price_table().get(model, {}):
         return "no price known"
-    return f"agents/prices.toml: {entry.get('source', 'source not given')}, read {entry.get('read', '?')}"
+    source = next((s for s in price_sources().values()
+                   if any(model.startswith(prefix) for prefix in s.get("model_prefixes", []))), {})
+    return f"agents/prices.toml: {source.get('page', 'source not given')}, read {source.get('read', '?')}"
+
+
+@functools.lru_cache(maxsize=1)
+def price_sources() -> dict[str, dict[str, Any]]:
+    """``[sources]`` of agents/prices.toml: per provider, its pricing page and when it was read."""
+    from agents.config import PRICES_PATH
+
+    with PRICES_PATH.open("rb") as handle:
+        return tomllib.load(handle).get("sources", {})
 
 
 def unpriced(cfg: Any) -> bool:

@@ -89,7 +89,8 @@ def _ordered(present: list[str], order: list[str] | None) -> list[str]:
 
 
 def _note(fig, text: str) -> None:
-    fig.text(0.01, 0.005, text, fontsize="small", ha="left", va="bottom", wrap=True)
+    """A line under the panels (below the figure's edge: the tight bounding box takes it in)."""
+    fig.text(0.01, 0.0, text, fontsize="small", ha="left", va="top")
 
 
 def figure_s22(decisions: pd.DataFrame, path: Path, model_order: list[str] | None = None,

@@ -218,7 +218,7 @@ async def estimate_replay(config: SimulationConfig, recorded: list[dict[str, Any
                 cost_estimate=None if None in costs else sum(costs), spent_before=spent_before,
                 budget_left=None if config.budget_usd is None else max(0.0, config.budget_usd - spent_before),
                 per_model=per_model, cache_hits=sum(e.tally.cache_hits for e in estimates),
-                reply_tokens=config.estimated_output_tokens, estimates=estimates)
+                reply_tokens=config.estimated_output_tokens, estimates=estimates, replay=True)
 
 
 async def replay_export(config: SimulationConfig, export_dir: str | Path, *, persona: Optional[str] = None,
@@ -236,7 +236,7 @@ async def replay_export(config: SimulationConfig, export_dir: str | Path, *, per
     recorded = recorded_agents(*read_lab_export(export_dir))
     store = RunStore(config.run_dir)
     plan = await estimate_replay(config, recorded, persona, backend, store)
-    log(plan.describe().replace("games:", "replayed rounds (recorded rounds x models):", 1))
+    log(plan.describe())
     result = ReplayResult()
     result.plan = plan
     if estimate_only:

@@ -71,10 +71,14 @@ class Plan:
     reply_tokens: int = 0
     estimates: list[ModelEstimate] = field(default_factory=list)
 
+    replay: bool = False  # a counterfactual replay: rounds, not games
+
     def describe(self) -> str:
-        lines = [f"games: {self.games_total} ({self.games_done} already played"
+        first = (f"replayed rounds: {self.games_total} (recorded rounds x models)" if self.replay else
+                 f"games: {self.games_total} ({self.games_done} already played"
                  + (f", {self.games_to_retry} to play again after provider failures" if self.games_to_retry else "")
-                 + ")",
+                 + ")")
+        lines = [first,
                  f"model calls to make: {self.calls_remaining} (+ re-asks of malformed replies)"
                  + (f"; {self.cache_hits} more served from the cache" if self.cache_hits else ""),
                  f"estimate: the prompts as the agents will render them, replies of {self.reply_tokens} tokens"]
@@ -164,10 +168,11 @@ async def estimate_plan(config: SimulationConfig, backend: Backend, store: RunSt
     all_games = _all_games(config)
     cache = ResponseCache(config.resolved_cache_path, read_only=True)
     try:
-        estimates = await _dry_run(config, backend, store, cache)
-        cached_annotations = _count_namespace(cache, "annotation")
+        stored = cache.stored_scopes()
+        estimates = await _dry_run(config, backend, store, cache, set(stored.get(f"seed={config.seed}", ())))
     finally:
         cache.close()
+    cached_annotations = sum(stored.get("annotation", {}).values())
     per_model: dict[str, dict[str, Any]] = {}
     for e in estimates:
         per_model[e.label] = {"calls": e.tally.calls, "cost": e.cost, "input_tokens": e.tally.input_tokens,
@@ -177,9 +182,15 @@ async def estimate_plan(config: SimulationConfig, backend: Backend, store: RunSt
         # One call per conversation (all are annotated again; the cache serves the earlier ones).
         remaining = max(0, len(all_games) - cached_annotations)
         unit_cost = backend.cost_of(config.annotation.config, ANNOTATION_INPUT_TOKENS, ANNOTATION_OUTPUT_TOKENS)
-        per_model[f"annotation ({config.annotation.label})"] = {
+        label = f"annotation ({config.annotation.label})"
+        per_model[label] = {
             "calls": remaining, "cost": None if unit_cost is None else remaining * unit_cost,
             "price_source": price_source(config.annotation.config)}
+        dearest = backend.cost_of(config.annotation.config, ANNOTATION_INPUT_TOKENS,
+                                  getattr(config.annotation.config, "max_tokens", ANNOTATION_OUTPUT_TOKENS))
+        estimates.append(ModelEstimate(label, Tally(), per_model[label]["price_source"],
+                                       dearest_call=dearest if remaining else 0.0,
+                                       concurrency=getattr(config.annotation.config, "concurrency", 1) or 1))
     costs = [m["cost"] for m in per_model.values()]
     spent_before = store.spent()
     return Plan(
@@ -191,15 +202,10 @@ async def estimate_plan(config: SimulationConfig, backend: Backend, store: RunSt
         budget_left=None if config.budget_usd is None else max(0.0, config.budget_usd - spent_before),
         per_model=per_model,
         games_to_retry=sum(1 for g in all_games if g.key in failed),
-        cache_hits=sum(e.tally.cache_hits for e in estimates),
+        cache_hits=sum(e.tally.cache_hits for e in estimates if e.label in {m.label for m in config.models}),
         reply_tokens=config.estimated_output_tokens,
         estimates=estimates,
     )
-
-
-def _count_namespace(cache: ResponseCache, namespace: str) -> int:
-    rows = cache._db.execute("SELECT request FROM replies").fetchall()
-    return sum(1 for (request,) in rows if json.loads(request).get("namespace") == namespace)
 
 
 def plan_run(config: SimulationConfig, backend: Backend, store: RunStore) -> Plan:
@@ -228,8 +234,9 @@ class _DryStore:
         pass
 
 
-async def _dry_run(config: SimulationConfig, backend: Backend, store: RunStore,
-                   cache: ResponseCache) -> list[ModelEstimate]:
+async def _dry_run(config: SimulationConfig, backend: Backend, store: RunStore, cache: ResponseCache,
+                   cached_scopes: set[str]) -> list[ModelEstimate]:
+    """The remaining games against estimating models (estimate.py); per model, what they cost."""
     namespace = f"seed={config.seed}"
     models, estimates = {}, []
     for entry in config.models:
@@ -239,7 +246,8 @@ async def _dry_run(config: SimulationConfig, backend: Backend, store: RunStore,
         models[entry.label] = CachedModel(stand_in, cache, namespace=namespace, read_only=True)
         estimates.append(ModelEstimate(entry.label, price_source=price_source(cfg),
                                        concurrency=getattr(cfg, "concurrency", 1) or 1))
-    cached_units = {scope.rsplit("|", 4)[0] for scope in cache.scopes(namespace)}
+    # A scope is "<game key>|<side>|<turn>", a game key "<unit id>|r<round>|p<pair>".
+    cached_units = {scope.rsplit("|", 4)[0] for scope in cached_scopes}
     tournament = _DryTournament(config, backend, _DryStore(store), models, _NoProgress(), "estimate")
     tournament.cached_units = cached_units
     await tournament.run()
