@@ -9,12 +9,12 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis import annotation
+from analysis import annotation, stats
 from analysis.load import Exports, load_exports
 from analysis.results import Analysis, Section, analyse
 
 TEMPLATE_NAME = "annotation_template.csv"
-FIGURE_FORMATS = ("png", "svg")
+FIGURE_FORMATS = ("png", "svg", "pdf")
 STATISTICS_NOTE = (
     "Two-tailed Mann–Whitney U tests report R's W (the U statistic of the first group); proportions "
     "are compared with R's prop.test (χ² with Yates' continuity correction); Cohen's d uses the "
@@ -70,7 +70,7 @@ def _format_table(table: pd.DataFrame) -> str:
     shown = table.copy()
     for column in shown.columns:
         if column.endswith("p_value"):
-            shown[column] = shown[column].map(lambda p: "" if pd.isna(p) else f"{p:.3g}")
+            shown[column] = shown[column].map(stats.format_p)
         elif pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.3f}".rstrip("0").rstrip("."))
     return shown.to_html(index=False, escape=True, border=0, classes="table")

@@ -229,8 +229,11 @@ def test_promise_breach_worked_by_hand(tmp_path):
 def test_figure_1_tests_are_scipys_on_the_participants_rates(result):
     people = result.participants[result.participants["label_setting"] == "informed"]
     table = section(result, "cooperation").tables["participants_pairwise_WC"].set_index("comparison")
-    assert list(table.index) == ["H-H vs. H-F", "H-H vs. H-C", "H-H vs. H-S", "H-F vs. H-C", "H-F vs. H-S",
+    # The paper's order (Fig. 1's caption: "H-C vs. H-H"): W and d belong to the group named first.
+    assert list(table.index) == ["H-F vs. H-H", "H-C vs. H-H", "H-S vs. H-H", "H-F vs. H-C", "H-F vs. H-S",
                                  "H-C vs. H-S"]
+    assert (table["W"] + table["W_reversed"] == table["n1"] * table["n2"]).all()
+    assert (table["W_of"] == [c.split(" vs. ")[0] for c in table.index]).all()
     for comparison, row in table.iterrows():
         first, second = comparison.split(" vs. ")
         x = people.loc[people["treatment"] == first, "cooperation_rate_WC"]
@@ -328,9 +331,10 @@ def test_table_s13_glm_equals_the_statsmodels_formula_fit(result):
 def test_perception_and_seven_c_tables_are_scipys_on_the_ratings(result):
     people = result.participants[result.participants["label_setting"] == "informed"]
     table = section(result, "norms_perceptions").tables["perception_pairwise"]
-    row = table[(table["comparison"] == "H-H vs. H-F") & (table["dimension"] == "trustworthiness")].iloc[0]
-    x = people.loc[people["treatment"] == "H-H", "perception_trustworthiness"]
-    y = people.loc[people["treatment"] == "H-F", "perception_trustworthiness"]
+    # Fig. 4's caption compares "fair agents" with humans: H-F first.
+    row = table[(table["comparison"] == "H-F vs. H-H") & (table["dimension"] == "trustworthiness")].iloc[0]
+    x = people.loc[people["treatment"] == "H-F", "perception_trustworthiness"]
+    y = people.loc[people["treatment"] == "H-H", "perception_trustworthiness"]
     assert row["W"] == scipy_stats.mannwhitneyu(x, y).statistic
     assert (row["median1"], row["mean2"]) == (x.median(), pytest.approx(y.mean()))
     seven_c = section(result, "seven_c").tables["seven_c_pairwise"]
@@ -393,7 +397,7 @@ def test_an_empty_treatment_is_named_and_the_others_are_compared(export_dir, tmp
     cooperation = section(analysis, "cooperation")
     assert any("H-C" in note for note in cooperation.notes)
     assert list(cooperation.tables["participants_pairwise_WC"]["comparison"]) == [
-        "H-H vs. H-F", "H-H vs. H-S", "H-F vs. H-S"]
+        "H-F vs. H-H", "H-S vs. H-H", "H-F vs. H-S"]
     assert not any("could not be computed" in note for s in analysis.sections for note in s.notes)
 
 
