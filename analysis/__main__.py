@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pathlib import Path
+
 from analysis.report import run
+
+EXIT_NO_INPUT = 2  # a path that does not exist, or no CSV at all: nothing was read
+EXIT_NOTHING_TO_ANALYSE = 1  # CSVs read, but no decisions or participants among them
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,11 +24,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="degree of the Fig. 3 polynomial GLM for both label settings "
                              "(default: the paper's, 3 informed, 4 uninformed)")
     args = parser.parse_args(argv)
+    missing = [path for path in args.exports if not Path(path).exists()]
+    if missing:
+        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return EXIT_NO_INPUT
+    if not any(Path(path).is_file() or any(Path(path).rglob("*.csv")) for path in args.exports):
+        print(f"error: no CSV files in {', '.join(args.exports)} — pass the folder the exports were saved to",
+              file=sys.stderr)
+        return EXIT_NO_INPUT
     analysis = run(list(args.exports), args.out, glm_degree=args.degree)
     for problem in analysis.exports.problems:
         if problem.level != "info":
             print(f"{problem.level}: {problem}", file=sys.stderr)
     print(f"report: {args.out}/report.html")
+    if analysis.decisions.empty and analysis.exports.participants.empty:
+        print("error: none of the CSV files is a decisions or participants table of docs/DATA.md: nothing "
+              "to analyse (the report lists what was read)", file=sys.stderr)
+        return EXIT_NOTHING_TO_ANALYSE
     return 0
 
 

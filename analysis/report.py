@@ -37,6 +37,10 @@ def write_report(exports: Exports, out: Path, *, glm_degree: dict[str, int] | in
     template_path = out / TEMPLATE_NAME
     analysis = analyse(exports, template_path=template_path, glm_degree=glm_degree)
     annotation.write_template(analysis.conversations, template_path)
+    key = annotation.read_key(out / annotation.KEY_NAME)
+    breaches = annotation.breach_template(analysis.conversations, key, exports.llm_calls)
+    if not breaches.empty:
+        breaches.to_csv(out / annotation.BREACH_TEMPLATE_NAME, index=False, encoding="utf-8")
     tables_dir, figures_dir = out / "tables", out / "figures"
     tables_dir.mkdir(exist_ok=True)
     figures_dir.mkdir(exist_ok=True)

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 import protocol
 from analysis import annotation, figures, models, stats, tidy
-from analysis.load import MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports
+from analysis.load import BREACH_CHECKS, MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports, Problem
 
 TREATMENT_ORDER = ("H-H", "H-F", "H-C", "H-S")  # the order of the pairs in Tables S2, S3, S5…
 AGENT_TREATMENTS = ("H-F", "H-C", "H-S")
@@ -63,6 +63,7 @@ class Analysis:
     kappa: pd.DataFrame
     sections: list[Section]
     template_path: Path | None = None
+    annotation_key: pd.DataFrame | None = None  # item -> conversation_id, from the inputs and the report folder
 
     def tidy_tables(self) -> dict[str, pd.DataFrame]:
         return {"decisions": self.decisions, "conversations": self.conversations, "sides": self.sides,
@@ -390,6 +391,23 @@ def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_se
             rows.append(row)
     section.tables["motive_tests"] = pd.DataFrame(rows)
     section.figures["figS3_motives"] = partial(figures.motives, keyed)
+    checks = []
+    for persona in _present(keyed["p2_persona"], PERSONA_ORDER):
+        for check in BREACH_CHECKS:
+            values = keyed.loc[keyed["p2_persona"] == persona, check].dropna()
+            if values.empty:
+                continue
+            yes = int(values.astype(bool).sum())
+            low, high = stats.wilson_interval(yes, len(values))
+            checks.append({"persona": persona, "check": check, "ratings": len(values), "yes": yes,
+                           "percentage": 100 * yes / len(values), "ci_low_percentage": 100 * low,
+                           "ci_high_percentage": 100 * high})
+    if checks:
+        section.notes.append("SI Note 2's second task: two annotators rated each breaching agent's output as "
+                             "logically coherent and free of errors (1/0); percentages of ratings with 95 % "
+                             "Wilson intervals, and the annotators' Cohen's kappa.")
+        section.tables["coherence_error_free"] = pd.DataFrame(checks)
+        section.tables["coherence_error_free_kappa"] = annotation.breach_check_agreement(keyed)
     return section
 
 
@@ -569,8 +587,18 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
     elif glm_degree:
         degrees.update(glm_degree)
     decisions = tidy.decisions_table(exports)
-    resolved = annotation.resolve(exports.annotations)
-    kappa = annotation.inter_annotator_agreement(exports.annotations)
+    key = exports.annotation_key.drop(columns=["_file"], errors="ignore")
+    if template_path is not None:
+        key = pd.concat([key, annotation.read_key(Path(template_path).with_name(annotation.KEY_NAME))])
+    key = key.drop_duplicates(annotation.ITEM)
+    annotations, unknown = annotation.unblind(exports.annotations, key)
+    motives, unknown_motives = annotation.unblind(exports.motives, key, "motive")
+    reported = {(p.file, p.message) for p in exports.problems}
+    for message in unknown + unknown_motives:
+        if ("annotations", message) not in reported:  # analyse() may run twice on one Exports
+            exports.problems.append(Problem("annotations", annotation.ITEM, message))
+    resolved = annotation.resolve(annotations)
+    kappa = annotation.inter_annotator_agreement(annotations)
     conversations = tidy.conversations_table(decisions, exports.messages, resolved)
     sides = tidy.sides_table(conversations)
     participants = tidy.participants_table(exports, decisions, sides)
@@ -593,7 +621,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
             ("norms_perceptions", lambda: norms_perceptions_section(people, label_setting)),
             ("seven_c", lambda: seven_c_section(people, label_setting)),
             ("norms_cooperation", lambda: norms_cooperation_section(people, label_setting)),
-            ("motives", lambda: motives_section(exports.motives, conversations, label_setting)),
+            ("motives", lambda: motives_section(motives, conversations, label_setting)),
             ("perception_glm", lambda: perception_glm_section(people, label_setting)),
         ]
         if label_setting == "uninformed":
@@ -609,4 +637,4 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
             section.title = f"{section.title} — {_label_title(label_setting)}"
             sections.append(section)
     return Analysis(exports, decisions, conversations, sides, participants, agents, resolved, kappa, sections,
-                    template_path)
+                    template_path, key)

@@ -76,35 +76,59 @@ def test_kappa_per_label_column_between_the_two_annotators_of_each_conversation(
 def test_template_has_one_row_per_wc_conversation_anonymised_and_blind(export_dir, tmp_path):
     analysis = write_report(load_exports(export_dir), tmp_path / "report")
     template = pd.read_csv(tmp_path / "report" / "annotation_template.csv", keep_default_na=False)
+    key = pd.read_csv(tmp_path / "report" / annotation.KEY_NAME, keep_default_na=False)
     assert list(template.columns) == annotation.TEMPLATE_COLUMNS
-    assert len(template) == len(analysis.conversations) == template["conversation_id"].nunique()
-    assert not {"treatment", "associate_type", "p1_code", "p2_code"} & set(template.columns)
+    assert len(template) == len(analysis.conversations) == template["item"].nunique()
+    assert not {"conversation_id", "treatment", "associate_type", "p1_code", "p2_code"} & set(template.columns)
     assert (template[["annotator", *LABEL_COLUMNS]] == "").all().all()
+    # Blind: the opaque ids say nothing (real ids carry the session, the treatment and "agent"),
+    # and the rows are not grouped by session or treatment.
+    sessions = set(analysis.conversations["session_code"])
+    assert not any(s in item for item in template["item"] for s in sessions)
+    assert not template["item"].str.contains("agent|H-|WC", regex=True).any()
+    order = template.merge(key, on="item")["conversation_id"].map(
+        analysis.conversations.set_index("conversation_id")["treatment"])
+    assert (order != order.shift()).sum() > len(set(order)) + 2  # treatments interleave
+    assert set(key["conversation_id"]) == set(analysis.conversations["conversation_id"])
     messages = analysis.exports.messages
     unsent = messages[messages["sent_in_time"] == False]  # noqa: E712
     if not unsent.empty:  # a message nobody saw appears as "(no message)"
-        conversation = unsent.iloc[0]["conversation_id"]
-        assert annotation.NO_MESSAGE in template.set_index("conversation_id").loc[conversation].to_list()
+        item = key.set_index("conversation_id").loc[unsent.iloc[0]["conversation_id"], "item"]
+        assert annotation.NO_MESSAGE in template.set_index("item").loc[item].to_list()
     # Without annotations the report says where the template is, instead of failing.
     html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
     assert "No annotations yet — fill the template at" in html
     assert str(tmp_path / "report" / "annotation_template.csv") in html
+    # Written again (e.g. after more sessions), the same conversations keep their ids.
+    write_report(load_exports(export_dir), tmp_path / "report")
+    assert pd.read_csv(tmp_path / "report" / annotation.KEY_NAME).equals(key)
 
 
-def test_filled_templates_are_read_back_and_an_unfilled_one_is_ignored(export_dir, tmp_path):
-    template = annotation.template(analyse(load_exports(export_dir)).conversations)
+def _filled_copies(export_dir, tmp_path, labels):
+    """The exports, the key and one filled template per annotator: ``labels(annotator, template)``
+    returns the filled copy."""
+    write_report(load_exports(export_dir), tmp_path / "report")
+    template = pd.read_csv(tmp_path / "report" / "annotation_template.csv", keep_default_na=False)
     folder = tmp_path / "with-annotations"
     folder.mkdir()
     for path in export_dir.glob("*.csv"):
         (folder / path.name).write_bytes(path.read_bytes())
-    template.to_csv(folder / "unfilled_template.csv", index=False)
+    (folder / annotation.KEY_NAME).write_bytes((tmp_path / "report" / annotation.KEY_NAME).read_bytes())
     for annotator in ("ann-1", "ann-2"):
-        filled = template.copy()
+        labels(annotator, template.copy()).to_csv(folder / f"annotations_{annotator}.csv", index=False)
+    return folder, template
+
+
+def test_filled_templates_are_read_back_and_an_unfilled_one_is_ignored(export_dir, tmp_path):
+    def fill(annotator, filled):
         filled["annotator"] = annotator
         filled["agreement"] = filled["p2_message_1"].str.contains("Agreed")
         for column in LABEL_COLUMNS[:4]:
             filled[column] = "A"
-        filled.to_csv(folder / f"annotations_{annotator}.csv", index=False)
+        return filled
+
+    folder, template = _filled_copies(export_dir, tmp_path, fill)
+    template.to_csv(folder / "unfilled_template.csv", index=False)
     exports = load_exports(folder)
     assert any("unfilled_template.csv" in p.file and p.column == "annotator" for p in exports.problems)
     analysis = analyse(exports)
@@ -117,12 +141,61 @@ def test_filled_templates_are_read_back_and_an_unfilled_one_is_ignored(export_di
     assert set(rates["dimension"]) == {"agreements", "human_breaches", "agent_breaches"}
 
 
-def test_bad_labels_are_read_as_unclear_and_named(tmp_path):
-    pd.DataFrame([row("c1", "ann-1", p1="maybe")]).to_csv(tmp_path / "annotations.csv", index=False)
+def test_filled_items_without_the_key_are_named_not_silently_dropped(export_dir, tmp_path):
+    def fill(annotator, filled):
+        filled["annotator"], filled["agreement"] = annotator, "yes"
+        return filled
+
+    folder, _ = _filled_copies(export_dir, tmp_path, fill)
+    (folder / annotation.KEY_NAME).unlink()
+    analysis = analyse(load_exports(folder))
+    assert any(p.column == "item" and annotation.KEY_NAME in p.message for p in analysis.exports.problems)
+
+
+SPELLINGS = [("是", True), ("否", False), ("yes", True), ("No", False), ("1", True), ("0", False),
+             ("agreed", True), ("1.0", True), ("0.0", False), ("TRUE", True), ("达成", True), ("未达成", False)]
+
+
+def test_annotators_spellings_in_both_languages_are_read(tmp_path):
+    rows = [row(f"c{i}", "ann-1", agreement=text, p1="策略A", p2="b", wants1="Ａ", wants2="不清楚")
+            for i, (text, _) in enumerate(SPELLINGS)]
+    pd.DataFrame(rows).to_csv(tmp_path / "annotations.csv", index=False)
     exports = load_exports(tmp_path)
-    problem = next(p for p in exports.problems if p.column == "p1_preferred")
-    assert "annotations.csv" in problem.file and "'MAYBE'" in problem.message
-    assert exports.annotations.loc[0, "p1_preferred"] == ""
+    assert not [p for p in exports.problems if p.level != "info"]
+    resolved = annotation.resolve(exports.annotations).set_index("conversation_id")
+    for index, (_, expected) in enumerate(SPELLINGS):
+        assert resolved.loc[f"c{index}", "agreement"] == expected
+        assert resolved.loc[f"c{index}", ["p1_preferred", "p2_preferred", "p1_wants_other", "p2_wants_other"]
+                            ].tolist() == ["A", "B", "A", ""]
+
+
+def test_unreadable_labels_are_listed_with_file_and_row_and_the_resolver_decides(tmp_path):
+    pd.DataFrame([row("c1", "ann-1", agreement="maybe", p1="perhaps"), row("c1", "ann-2", agreement="??!"),
+                  row("c1", "resolver", agreement="否"),
+                  row("c2", "ann-1", agreement="hmm"), row("c2", "ann-2", agreement="yes")]).to_csv(
+        tmp_path / "annotations.csv", index=False)
+    exports = load_exports(tmp_path)
+    agreement = next(p for p in exports.problems if p.column == "agreement")
+    assert "annotations.csv" in agreement.file
+    for text in ("row 2 'maybe'", "row 3 '??!'", "row 5 'hmm'"):
+        assert text in agreement.message
+    assert "row 2 'perhaps'" in next(p for p in exports.problems if p.column == "p1_preferred").message
+    resolved = annotation.resolve(exports.annotations).set_index("conversation_id")
+    # c1: neither annotator's value can be read -> the resolver's; c2: the one readable value.
+    assert (resolved.loc["c1", "agreement"], resolved.loc["c1", "label_source"]) == (False, "resolver")
+    assert resolved.loc["c2", "agreement"] == True  # noqa: E712
+    assert resolved.loc["c2", "label_source"] == "single annotator"
+
+
+def test_an_annotator_twice_on_one_conversation_is_flagged_and_counted_once(tmp_path):
+    pd.DataFrame([row("c1", "ann-1"), row("c1", "ann-1", agreement="False"), row("c1", "ann-2")]).to_csv(
+        tmp_path / "annotations.csv", index=False)
+    exports = load_exports(tmp_path)
+    problem = next(p for p in exports.problems if p.column == "annotator")
+    assert "row 3" in problem.message and "'ann-1'" in problem.message
+    assert len(exports.annotations) == 2
+    assert annotation.inter_annotator_agreement(exports.annotations).set_index("label").loc[
+        "agreement", "percent_agreement"] == 100
 
 
 # --- The machine annotator ---------------------------------------------------------------------------

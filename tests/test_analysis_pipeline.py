@@ -124,9 +124,12 @@ def test_bot_export_folder_with_otree_standard_files(export_dir, tmp_path):
     folder = copy_exports(export_dir, tmp_path / "bots")
     pd.DataFrame({"participant.code": ["abc"], "session.code": ["s1"]}).to_csv(folder / "all_apps_wide.csv",
                                                                              index=False)
+    pd.DataFrame({"session_code": ["s1"], "participant_code": ["abc"], "attempt": [1], "passed": [True],
+                  "answers": ["{}"], "submitted_at": [1.0]}).to_csv(folder / "instructions_custom.csv", index=False)
     exports = from_otree_bot_export(folder)
-    standard = next(p for p in exports.problems if "all_apps_wide.csv" in p.file)
-    assert standard.level == "info"
+    # oTree's own exports are known: listed among the files read, not as problems.
+    assert not any("all_apps_wide.csv" in p.file or "instructions_custom.csv" in p.file for p in exports.problems)
+    assert {"all_apps_wide.csv", "instructions_custom.csv"} <= {Path(f).name for f in exports.files["file"]}
     assert not exports.decisions.empty
     empty = from_otree_bot_export(tmp_path / "nothing-here")
     assert any(p.column == "choice" for p in empty.problems)
