@@ -1,4 +1,8 @@
-"""``python -m analysis EXPORT_DIR [EXPORT_DIR ...] --out REPORT_DIR``"""
+"""``python -m analysis EXPORT_DIR [EXPORT_DIR ...] --out REPORT_DIR``
+
+``python -m analysis annotate REPORT_DIR --provider P [--model M]``: machine annotation of the
+report's blind template (analysis/machine_cli.py).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,11 @@ EXIT_NOTHING_TO_ANALYSE = 1  # CSVs read, but no decisions or participants among
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["annotate"]:  # machine annotation of the blind template (analysis/machine_cli.py)
+        from analysis.machine_cli import main as annotate_main
+
+        return annotate_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m analysis", description=(
         "The paper's results from the CSV exports of one or more sessions (docs/DATA.md): tables as "
         "CSV, figures as PNG and SVG, and report.html."))

@@ -32,6 +32,8 @@ MACHINE_PREFIX = "machine:"
 NO_MESSAGE = "(no message)"
 ITEM = "item"  # the opaque id annotators see instead of the conversation id
 KEY_NAME = "annotation_key.csv"
+TEMPLATE_NAME = "annotation_template.csv"
+MACHINE_FILE_NAME = "annotations_machine.csv"
 BREACH_TEMPLATE_NAME = "breach_template.csv"
 # The weakest source used in a row names the row's label source.
 SOURCE_RANK = ["annotators", "single annotator", "resolver", "machine", "unresolved"]

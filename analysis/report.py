@@ -13,7 +13,7 @@ from analysis import annotation, stats
 from analysis.load import Exports, load_exports
 from analysis.results import Analysis, Section, analyse
 
-TEMPLATE_NAME = "annotation_template.csv"
+TEMPLATE_NAME = annotation.TEMPLATE_NAME
 FIGURE_FORMATS = ("png", "svg", "pdf")
 STATISTICS_NOTE = (
     "Two-tailed Mann–Whitney U tests report R's W (the U statistic of the first group); proportions "

@@ -257,3 +257,66 @@ def test_machine_annotation_is_compared_with_the_human_labels():
     versus = table[table["comparison"] == "machine vs resolved human labels"].set_index("label")
     assert versus.loc["agreement", "percent_agreement"] == 50
     assert versus.loc["agreement", "conversations"] == 2
+
+
+# --- Machine annotation from the CLI, against the local fake LLM server ------------------------------
+def _fake_annotator_reply(request, api):
+    """Labels as the humans' rule would give them, except where player 1 opens with a question."""
+    prompt = request["messages"][-1]["content"]
+    agreed = "Agreed" in prompt.split("Player 2, message 1:")[1].split("\n")[0]
+    if "?" in prompt.split("Player 1, message 1:")[1].split("\n")[0]:
+        agreed = not agreed
+    return json.dumps({"p1_preferred": "A", "p2_preferred": "A", "p1_wants_other": "A", "p2_wants_other": "A",
+                       "agreement": agreed})
+
+
+def test_machine_annotation_cli_is_blind_and_compared_with_the_humans(export_dir, tmp_path, monkeypatch):
+    from analysis.__main__ import main as cli_main
+    from tests.fake_llm_server import FakeLLMServer
+
+    def fill(annotator, filled):
+        filled["annotator"] = annotator
+        filled["agreement"] = filled["p2_message_1"].str.contains("Agreed").map({True: "是", False: "否"})
+        for column in LABEL_COLUMNS[:4]:
+            filled[column] = "A"
+        return filled
+
+    folder, template = _filled_copies(export_dir, tmp_path, fill)
+    monkeypatch.setenv("FAKE_ANNOTATOR_KEY", "dummy")
+    with FakeLLMServer() as server:
+        server.set(reply=_fake_annotator_reply)
+        code = cli_main(["annotate", str(tmp_path / "report"), "--provider", "openai_compatible", "--model",
+                         "fake-annotator", "--base-url", server.base_url_openai, "--api-key-env",
+                         "FAKE_ANNOTATOR_KEY", "--timeout", "30"])
+        prompts = [request["messages"][-1]["content"] for _, request in server.requests]
+    assert code == 0
+    machine = pd.read_csv(tmp_path / "report" / annotation.MACHINE_FILE_NAME, dtype=str, keep_default_na=False)
+    assert set(machine["item"]) == set(template["item"]) and "conversation_id" not in machine
+    assert set(machine["annotator"]) == {"machine:fake-annotator"}
+    # Blind: the model saw neither conversation ids, sessions nor treatments.
+    exports = load_exports(folder)
+    secrets_of_the_design = set(exports.decisions["conversation_id"]) | set(exports.decisions["session_code"])
+    assert len(prompts) == len(template)
+    assert not any(secret in prompt for prompt in prompts for secret in secrets_of_the_design)
+    assert not any(t in prompt for prompt in prompts for t in ("H-H", "H-F", "agent-"))
+
+    (folder / annotation.MACHINE_FILE_NAME).write_bytes((tmp_path / "report" / annotation.MACHINE_FILE_NAME)
+                                                         .read_bytes())
+    analysis = analyse(load_exports(folder))
+    versus = analysis.kappa[analysis.kappa["comparison"] == "machine vs resolved human labels"].set_index("label")
+    humans = template.set_index("item")["p2_message_1"].str.contains("Agreed")
+    questions = template.set_index("item")["p1_message_1"].str.contains("?", regex=False)
+    assert questions.any() and not questions.all()  # the machine disagrees on some, not all
+    machine_says = humans ^ questions
+    assert versus.loc["agreement", "conversations"] == len(template)
+    assert versus.loc["agreement", "cohens_kappa"] == pytest.approx(
+        cohens_kappa(humans.astype(str), machine_says.reindex(humans.index).astype(str)))
+    assert versus.loc["agreement", "percent_agreement"] == pytest.approx(100 * (~questions).mean())
+    # Humans annotated everything: the machine's labels are compared, not used.
+    assert set(analysis.resolved_labels["label_source"]) == {"annotators"}
+
+
+def test_machine_annotation_cli_without_a_template_says_so(tmp_path):
+    from analysis.__main__ import main as cli_main
+
+    assert cli_main(["annotate", str(tmp_path), "--provider", "simulated"]) == 2
