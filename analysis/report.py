@@ -68,13 +68,14 @@ def _stem(section: Section) -> str:
     return f"{section.key}_{setting}"
 
 
-def _format_table(table: pd.DataFrame) -> str:
+def _format_table(table: pd.DataFrame, name: str = "") -> str:
     if table.empty:
         return "<p class='note'>(no rows)</p>"
     shown = table.copy()
+    floor = stats.TUKEY_P_FLOOR if name.startswith("tukey") else stats.P_FLOOR
     for column in shown.columns:
         if column.endswith("p_value"):
-            shown[column] = shown[column].map(stats.format_p)
+            shown[column] = shown[column].map(lambda p: stats.format_p(p, floor))
         elif pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.3f}".rstrip("0").rstrip("."))
     return shown.to_html(index=False, escape=True, border=0, classes="table")
@@ -117,7 +118,7 @@ def render_html(analysis: Analysis, out: Path) -> str:
             csv_name = f"tables/{_stem(section)}{name}.csv"
             parts.append(f"<h3>{html.escape(name.replace('_', ' '))} "
                          f"<small>(<a href='{csv_name}'>CSV</a>)</small></h3>")
-            parts.append(_format_table(table))
+            parts.append(_format_table(table, name))
     parts.append("<h2>Tidy tables</h2><ul>" + "".join(
         f"<li><a href='tables/tidy_{name}.csv'>tidy_{name}.csv</a> — {len(table)} rows</li>"
         for name, table in analysis.tidy_tables().items()) + "</ul>")
