@@ -385,6 +385,7 @@ def _ends_with_newline(path: Path) -> bool:
 
 def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[Problem]]:
     problems = []
+    received = len(frame)
     if spec.name in ("annotations", "motives"):
         filled = frame["annotator"].str.strip() != ""
         if not filled.all():
@@ -446,7 +447,10 @@ def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.D
                                         f"{protocol.LIKERT_MIN}..{protocol.LIKERT_MAX} read as missing",
                                         "warning"))
                 frame.loc[outside, column] = ""
-    if frame.empty:
+    if frame.empty and received == 0:
+        # A header only: e.g. the model-call export of an H-H session. Nothing wrong.
+        problems.append(Problem(name, "", f"the {spec.name} table has no rows", "info"))
+    elif frame.empty:
         problems.append(Problem(name, "", f"no usable rows in the {spec.name} table", "warning"))
     return frame.copy(), problems
 
