@@ -84,13 +84,19 @@ def template(conversations: pd.DataFrame, key: pd.DataFrame | None = None) -> pd
     return filled.reset_index(drop=True)
 
 
-def write_template(conversations: pd.DataFrame, path: str | Path, key_path: str | Path | None = None) -> Path:
+def write_template(conversations: pd.DataFrame, path: str | Path, key_path: str | Path | None = None,
+                   known: pd.DataFrame | None = None) -> Path:
     """Write the blind template and, beside it, the key (``annotation_key.csv``): the key stays
-    with whoever runs the analysis; annotators get only the template."""
+    with whoever runs the analysis; annotators get only the template. Conversations that already
+    have an item — in the key there, or in ``known`` (keys passed with the inputs) — keep it."""
     path = Path(path)
     key_path = Path(key_path) if key_path else path.with_name(KEY_NAME)
     path.parent.mkdir(parents=True, exist_ok=True)
-    key = blinding_key(conversations["conversation_id"], read_key(key_path))
+    existing = read_key(key_path)
+    if known is not None and not known.empty:
+        existing = pd.concat([existing, known[[ITEM, "conversation_id"]]]).drop_duplicates("conversation_id")
+        existing = existing.drop_duplicates(ITEM)
+    key = blinding_key(conversations["conversation_id"], existing)
     key.to_csv(key_path, index=False, encoding="utf-8")
     template(conversations, key).to_csv(path, index=False, encoding="utf-8")
     return path

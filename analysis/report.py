@@ -36,7 +36,7 @@ def write_report(exports: Exports, out: Path, *, glm_degree: dict[str, int] | in
     out.mkdir(parents=True, exist_ok=True)
     template_path = out / TEMPLATE_NAME
     analysis = analyse(exports, template_path=template_path, glm_degree=glm_degree)
-    annotation.write_template(analysis.conversations, template_path)
+    annotation.write_template(analysis.conversations, template_path, known=analysis.annotation_key)
     key = annotation.read_key(out / annotation.KEY_NAME)
     breaches = annotation.breach_template(analysis.conversations, key, exports.llm_calls)
     if not breaches.empty:

@@ -205,7 +205,8 @@ def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_s
     if labelled.empty:
         section.notes.append(f"No annotations yet — fill the template{where} (one copy per annotator, "
                              "the annotator's id in the `annotator` column; a third expert's rows with "
-                             "`annotator = resolver`) and put the filled files with the exports.")
+                             "`annotator = resolver`) and put the filled files and annotation_key.csv with "
+                             "the exports.")
         return section
     unlabelled = len(conversations) - len(labelled)
     if unlabelled:
@@ -567,8 +568,10 @@ def sample_description(participants: pd.DataFrame) -> pd.DataFrame:
 def annotation_section(kappa: pd.DataFrame, resolved: pd.DataFrame, template_path: Path | None) -> Section:
     section = Section("annotation", "Annotation of the conversations", "SI Note 2")
     if template_path:
-        section.notes.append(f"Annotation template (one row per WC conversation, players anonymised): "
-                             f"{template_path}")
+        section.notes.append(f"Annotation template for the annotators (one row per WC conversation, players "
+                             f"anonymised, opaque item ids in a random order): {template_path}. The key "
+                             f"({Path(template_path).with_name(annotation.KEY_NAME)}) maps items to "
+                             "conversations: keep it, and put it with the filled copies.")
     if resolved.empty:
         section.notes.append("No annotations loaded yet.")
         return section
@@ -587,12 +590,13 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
     elif glm_degree:
         degrees.update(glm_degree)
     decisions = tidy.decisions_table(exports)
-    key = exports.annotation_key.drop(columns=["_file"], errors="ignore")
+    annotation_key = exports.annotation_key.drop(columns=["_file"], errors="ignore")
     if template_path is not None:
-        key = pd.concat([key, annotation.read_key(Path(template_path).with_name(annotation.KEY_NAME))])
-    key = key.drop_duplicates(annotation.ITEM)
-    annotations, unknown = annotation.unblind(exports.annotations, key)
-    motives, unknown_motives = annotation.unblind(exports.motives, key, "motive")
+        annotation_key = pd.concat([annotation_key, annotation.read_key(
+            Path(template_path).with_name(annotation.KEY_NAME))])
+    annotation_key = annotation_key.drop_duplicates(annotation.ITEM)
+    annotations, unknown = annotation.unblind(exports.annotations, annotation_key)
+    motives, unknown_motives = annotation.unblind(exports.motives, annotation_key, "motive")
     reported = {(p.file, p.message) for p in exports.problems}
     for message in unknown + unknown_motives:
         if ("annotations", message) not in reported:  # analyse() may run twice on one Exports
@@ -637,4 +641,4 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
             section.title = f"{section.title} — {_label_title(label_setting)}"
             sections.append(section)
     return Analysis(exports, decisions, conversations, sides, participants, agents, resolved, kappa, sections,
-                    template_path, key)
+                    template_path, annotation_key)

@@ -320,3 +320,15 @@ def test_machine_annotation_cli_without_a_template_says_so(tmp_path):
     from analysis.__main__ import main as cli_main
 
     assert cli_main(["annotate", str(tmp_path), "--provider", "simulated"]) == 2
+
+
+def test_a_report_in_a_new_folder_keeps_the_items_of_the_key_passed_with_the_inputs(export_dir, tmp_path):
+    def fill(annotator, filled):
+        filled["annotator"], filled["agreement"] = annotator, "1"
+        return filled
+
+    folder, template = _filled_copies(export_dir, tmp_path, fill)
+    write_report(load_exports(folder), tmp_path / "new-report")
+    old = pd.read_csv(folder / annotation.KEY_NAME).sort_values("item", ignore_index=True)
+    new = pd.read_csv(tmp_path / "new-report" / annotation.KEY_NAME).sort_values("item", ignore_index=True)
+    assert new.equals(old)
