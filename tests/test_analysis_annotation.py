@@ -332,3 +332,43 @@ def test_a_report_in_a_new_folder_keeps_the_items_of_the_key_passed_with_the_inp
     old = pd.read_csv(folder / annotation.KEY_NAME).sort_values("item", ignore_index=True)
     new = pd.read_csv(tmp_path / "new-report" / annotation.KEY_NAME).sort_values("item", ignore_index=True)
     assert new.equals(old)
+
+
+def test_the_second_task_breach_template_is_blind_and_its_ratings_are_reported(tmp_path):
+    exports_dir = tmp_path / "exports"
+    parameters = synthetic.SyntheticParameters(participants_per_session=6, label_settings=("informed",),
+                                               treatments=("H-F", "H-S"), game_orders=("WC-WoC",))
+    synthetic.write(synthetic.generate(parameters, seed=11), exports_dir)
+    (exports_dir / "motives.csv").unlink(missing_ok=True)
+    analysis = write_report(load_exports(exports_dir), tmp_path / "report")
+    breaches = pd.read_csv(tmp_path / "report" / annotation.BREACH_TEMPLATE_NAME, dtype=str, keep_default_na=False)
+    agent_breaches = analysis.sides[(analysis.sides["kind"] == "agent") & (analysis.sides["breached"] == True)]  # noqa: E712
+    assert len(breaches) == len(agent_breaches) > 0
+    assert list(breaches.columns) == annotation.BREACH_TEMPLATE_COLUMNS
+    assert (breaches["agent_output"].str.contains("I DECIDE TO CHOOSE [B]", regex=False)).all()
+    key = pd.read_csv(tmp_path / "report" / annotation.KEY_NAME)
+    assert set(breaches["item"]) <= set(key["item"])
+    assert not breaches["item"].str.contains("H-|agent", regex=True).any()
+    # Two annotators: one writes 是/否, the other 1/0; they disagree on the first breach's coherence.
+    first, second = breaches.copy(), breaches.copy()
+    first["annotator"], second["annotator"] = "ann-1", "ann-2"
+    first["coherent"], second["coherent"] = "是", "1"
+    second.loc[0, "coherent"] = "0"
+    first["error_free"], second["error_free"] = "否", "0"
+    for motive in ("risk_aversion", "inequality_aversion", "strategic_defection", "unconditional_defection"):
+        first[motive], second[motive] = "1", "2"
+    first.to_csv(exports_dir / "breaches_ann-1.csv", index=False)
+    second.to_csv(exports_dir / "breaches_ann-2.csv", index=False)
+    (exports_dir / annotation.KEY_NAME).write_bytes((tmp_path / "report" / annotation.KEY_NAME).read_bytes())
+    exports = load_exports(exports_dir)
+    assert not [p for p in exports.problems if p.level != "info"]
+    motives = next(s for s in analyse(exports).sections if s.key == "motives")
+    checks = motives.tables["coherence_error_free"].set_index(["persona", "check"])
+    total = checks.xs("coherent", level="check")["ratings"].sum()
+    assert total == 2 * len(breaches)
+    assert checks.xs("coherent", level="check")["yes"].sum() == 2 * len(breaches) - 1
+    assert checks.xs("error_free", level="check")["yes"].sum() == 0
+    kappa = motives.tables["coherence_error_free_kappa"].set_index("check")
+    assert kappa.loc["coherent", "breaches"] == len(breaches)
+    assert kappa.loc["coherent", "percent_agreement"] == pytest.approx(100 * (len(breaches) - 1) / len(breaches))
+    assert not motives.tables["motive_tests"].empty
