@@ -303,7 +303,8 @@ def motives(ratings: pd.DataFrame) -> Figure:
                      label=motive.replace("_", " "))
         axis.set(title=f"{persona} agents' breaches (n = {len(subset)} ratings)", xlabel="Agreement (−3..3)",
                  ylabel="% of ratings")
-        axis.legend(fontsize=7, loc="upper left")
         panel_letter(axis, letter)
-    figure.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.tight_layout(rect=(0, 0.07, 1, 1))
+    figure.legend(handles, labels, loc="lower center", ncols=len(MOTIVES), frameon=False)  # covers no bar
     return figure
