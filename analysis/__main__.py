@@ -25,7 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         return annotate_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m analysis", description=(
         "The paper's results from the CSV exports of one or more sessions (docs/DATA.md): tables as "
-        "CSV, figures as PNG and SVG, and report.html."))
+        "CSV, figures as PNG, SVG and PDF, and report.html."), epilog=(
+        "Machine annotation of the report's blind template: python -m analysis annotate REPORT_DIR "
+        "--provider P [--model M] (see --help there). Exit status: 0 report written; 1 no decisions or "
+        "participants table among the CSVs; 2 a path does not exist or holds no CSV."))
     parser.add_argument("exports", nargs="+", help="folders (read recursively) or CSV files: exports, "
                         "filled annotation files, the motives file")
     parser.add_argument("--out", required=True, help="the report folder (created if missing)")

@@ -16,11 +16,15 @@ from analysis.results import Analysis, Section, analyse
 TEMPLATE_NAME = annotation.TEMPLATE_NAME
 FIGURE_FORMATS = ("png", "svg", "pdf")
 STATISTICS_NOTE = (
-    "Two-tailed Mann–Whitney U tests report R's W (the U statistic of the first group); proportions "
+    "Two-tailed Mann–Whitney U tests report R's W (the U statistic of the group named first, W_of; "
+    "W_reversed is R's W the other way round) and the z of the normal approximation; comparisons are "
+    "named in the paper's order; proportions "
     "are compared with R's prop.test (χ² with Yates' continuity correction); Cohen's d uses the "
     "pooled standard deviation and Cohen's h the arcsine transform, both as group 1 minus group 2; "
     "one-sample Wilcoxon signed-rank tests report R's V (sum of the positive ranks). p-values are "
-    "two-tailed and not adjusted for multiple comparisons, as in the paper; Tukey HSD is adjusted.")
+    "two-tailed and not adjusted for multiple comparisons, as in the paper; Tukey HSD is adjusted. "
+    "A statistic of a degenerate sample (every value equal) is 'not defined', as R's NA/NaN. Error "
+    "bars and bands are 95 % intervals (Wilson for rates, t for means).")
 
 
 def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,

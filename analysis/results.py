@@ -202,6 +202,12 @@ def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_s
     section = Section("agreements", "Cooperation agreements and promise breaches", "", label_setting)
     labelled = conversations[conversations["agreement"].notna()]
     where = f" at {template_path}" if template_path else ""
+    annotated = conversations["label_source"].fillna("").astype(str) != "" if "label_source" in conversations else None
+    if labelled.empty and annotated is not None and annotated.any():
+        section.notes.append(f"{int(annotated.sum())} conversations have annotation rows but none has a resolved "
+                             "agreement label (unreadable values, or annotators who disagree without a resolver): "
+                             "see the problems at the top and the annotation section.")
+        return section
     if labelled.empty:
         section.notes.append(f"No annotations yet — fill the template{where} (one copy per annotator, "
                              "the annotator's id in the `annotator` column; a third expert's rows with "

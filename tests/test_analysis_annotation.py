@@ -372,3 +372,16 @@ def test_the_second_task_breach_template_is_blind_and_its_ratings_are_reported(t
     assert kappa.loc["coherent", "breaches"] == len(breaches)
     assert kappa.loc["coherent", "percent_agreement"] == pytest.approx(100 * (len(breaches) - 1) / len(breaches))
     assert not motives.tables["motive_tests"].empty
+
+
+def test_annotations_without_a_readable_agreement_are_not_called_missing(export_dir, tmp_path):
+    def fill(annotator, filled):
+        filled["annotator"], filled["agreement"] = annotator, "perhaps"
+        return filled
+
+    folder, _ = _filled_copies(export_dir, tmp_path, fill)
+    analysis = analyse(load_exports(folder))
+    notes = " ".join(next(s for s in analysis.sections if s.key == "agreements").notes)
+    assert "No annotations yet" not in notes and "none has a resolved agreement label" in notes
+    problem = next(p for p in analysis.exports.problems if p.column == "agreement")
+    assert "'perhaps'" in problem.message and "row 2" in problem.message
