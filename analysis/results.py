@@ -533,8 +533,12 @@ def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
                   .rename(columns={"human": "participants", "agent": "agents"}))
         counts = decisions.groupby(keys).agg(decisions=("choice", "size"),
                                              timed_out=("timed_out", lambda s: int(s.fillna(False).sum())))
-        section.tables["sessions"] = people.join(counts).reset_index().sort_values(
-            ["source", "label_setting", "treatment", "game_order"], ignore_index=True)
+        sessions = people.join(counts).reset_index()
+        demographics = _session_demographics(exports.participants)
+        if not demographics.empty:
+            sessions = sessions.merge(demographics, on="session_code", how="left")
+        section.tables["sessions"] = sessions.sort_values(["source", "label_setting", "treatment", "game_order"],
+                                                          ignore_index=True)
     else:
         section.notes.append("No decisions were loaded: most of the report is empty.")
     section.tables["sample_by_treatment"] = sample_description(exports.participants)
@@ -545,6 +549,19 @@ def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
             calls=("status", "size"), input_tokens=("input_tokens", "sum"), output_tokens=("output_tokens", "sum"),
             cost=("cost", "sum")).reset_index()
     return section
+
+
+def _session_demographics(participants: pd.DataFrame) -> pd.DataFrame:
+    """Table S4's per-session columns: mean and SD (n − 1) of age, % women among those who answered."""
+    if participants.empty:
+        return pd.DataFrame()
+    people = participants.drop_duplicates(["session_code", "participant_code"])
+    genders = people["gender"].astype(str).str.strip().str.lower()
+    people = people.assign(_age=pd.to_numeric(people["age"], errors="coerce"),
+                           _woman=(genders == "female").where(genders != ""))
+    return people.groupby("session_code").agg(mean_age=("_age", "mean"), sd_age=("_age", "std"),
+                                              percent_women=("_woman", lambda v: 100 * v.dropna().astype(float).mean()
+                                                             if v.notna().any() else np.nan)).reset_index()
 
 
 def sample_description(participants: pd.DataFrame) -> pd.DataFrame:

@@ -550,6 +550,12 @@ def test_table_s4_sample_description_per_treatment(result):
     assert row["sd_age"] == pytest.approx(group["age"].std(ddof=1))  # R's sd
     assert row["percent_women"] == pytest.approx(100 * (group["gender"] == "female").mean())
     assert list(table["treatment"][table["label_setting"] == "informed"]) == ["H-H", "H-F", "H-C", "H-S"]
+    sessions = section(result, "overview", "").tables["sessions"].set_index("session_code")
+    one = people[people["session_code"] == people["session_code"].iloc[0]]
+    assert sessions.loc[one["session_code"].iloc[0], "mean_age"] == pytest.approx(one["age"].mean())
+    assert sessions.loc[one["session_code"].iloc[0], "sd_age"] == pytest.approx(one["age"].std(ddof=1))
+    assert sessions.loc[one["session_code"].iloc[0], "percent_women"] == pytest.approx(
+        100 * (one["gender"] == "female").mean())
 
 
 def test_norm_group_comparisons_print_z_and_the_paper_order(result):
