@@ -95,7 +95,6 @@ VALUE_CHECKS = {
     "participants": ("treatment", "associate_type", "label_setting"),
     "llm_calls": ("treatment",),
 }
-STRATEGY_LABELS = {"A", "B", ""}
 TRUE_WORDS, FALSE_WORDS = {"true", "1", "yes", "y", "t"}, {"false", "0", "no", "n", "f"}
 # What annotators write, in both languages of the study. Anything else is listed as a problem
 # with its file and row, and read as missing (not as "unclear", which is a label).
@@ -115,7 +114,7 @@ UNREADABLE = "\x00unreadable"  # a value that is no label: read as missing
 def parse_strategy(value: object) -> str:
     """'A', 'B', '' (unclear) or UNREADABLE, from what an annotator wrote: a, B, 策略A, Strategy B…"""
     text = str(value).strip()
-    if text.lower() in UNCLEAR_WORDS - {"none"}:
+    if text.lower() in UNCLEAR_WORDS:
         return ""
     letter = text.upper()
     for noise in STRATEGY_NOISE:
