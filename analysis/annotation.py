@@ -50,8 +50,9 @@ def blinding_key(conversation_ids: pd.Series, existing: pd.DataFrame | None = No
     template written again for more sessions still matches the copies being filled."""
     known = {} if existing is None or existing.empty else dict(zip(existing["conversation_id"], existing[ITEM]))
     used = set(known.values())
+    current = dict.fromkeys(conversation_ids)
     rows = []
-    for conversation_id in dict.fromkeys(conversation_ids):
+    for conversation_id in current:
         item = known.get(conversation_id)
         while item is None or (item in used and conversation_id not in known):
             item = "c" + secrets.token_hex(5)
@@ -59,7 +60,7 @@ def blinding_key(conversation_ids: pd.Series, existing: pd.DataFrame | None = No
         rows.append({ITEM: item, "conversation_id": conversation_id})
     extra = [] if existing is None or existing.empty else [
         {ITEM: i, "conversation_id": c} for i, c in zip(existing[ITEM], existing["conversation_id"])
-        if c not in set(conversation_ids)]
+        if c not in current]
     return pd.DataFrame(rows + extra, columns=[ITEM, "conversation_id"])
 
 
