@@ -223,8 +223,10 @@ def _grouped_boxes(axis, humans: pd.DataFrame, columns: tuple[str, ...], prefix:
             for i in keep:
                 low, high = mean_interval(data[i])
                 mean = float(np.mean(data[i]))
-                axis.errorbar([positions[i]], [mean], yerr=None if np.isnan(low) else _yerr(mean, low, high),
-                              fmt="D", markersize=3, color="black", capsize=2, zorder=4)
+                # beside the box's whisker line, so the interval is not mistaken for a whisker
+                axis.errorbar([positions[i] + width * 0.3], [mean],
+                              yerr=None if np.isnan(low) else _yerr(mean, low, high),
+                              fmt="D", markersize=3, color="black", elinewidth=1.6, capsize=2, zorder=4)
         answered = int(subset[list(columns)].notna().any(axis=1).sum())
         axis.plot([], [], color=colour, linewidth=8, alpha=0.55, label=f"{treatment} (n = {answered})")
     axis.plot([], [], "D", color="black", markersize=3, label="mean, 95 % CI")
