@@ -71,4 +71,9 @@ def main(argv: list[str]) -> int:
     print(f"next: python -m analysis EXPORTS {out} --out {template_path.parent}  "
           "(machine labels fill conversations no human annotated; the report gives their kappa against "
           "the human labels)")
-    return 0 if len(rows) == 0 or unusable < len(rows) else 1
+    if len(rows) and unusable == len(rows):
+        notes = ", ".join(sorted(set(rows["machine_note"])))
+        print(f"error: no reply held usable labels ({notes}); the simulated provider plays the game and "
+              "does not annotate", file=sys.stderr)
+        return 1
+    return 0
