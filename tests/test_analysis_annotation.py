@@ -385,3 +385,23 @@ def test_annotations_without_a_readable_agreement_are_not_called_missing(export_
     assert "No annotations yet" not in notes and "none has a resolved agreement label" in notes
     problem = next(p for p in analysis.exports.problems if p.column == "agreement")
     assert "'perhaps'" in problem.message and "row 2" in problem.message
+
+
+def test_machine_annotation_cli_without_usable_replies_fails_and_says_why(export_dir, tmp_path, monkeypatch,
+                                                                          capsys):
+    from analysis.__main__ import main as cli_main
+    from tests.fake_llm_server import FakeLLMServer
+
+    write_report(load_exports(export_dir), tmp_path / "report")
+    monkeypatch.setenv("FAKE_ANNOTATOR_KEY", "dummy")
+    with FakeLLMServer() as server:
+        server.set(reply="I would rather not say.")
+        code = cli_main(["annotate", str(tmp_path / "report"), "--provider", "openai_compatible", "--model",
+                         "fake-annotator", "--base-url", server.base_url_openai, "--api-key-env",
+                         "FAKE_ANNOTATOR_KEY", "--timeout", "30"])
+    assert code == 1
+    assert "no reply held usable labels (no JSON labels)" in capsys.readouterr().err
+    rows = pd.read_csv(tmp_path / "report" / annotation.MACHINE_FILE_NAME, keep_default_na=False)
+    assert (rows["machine_note"] == "no JSON labels").all()
+    # Such rows are no labels: nothing is resolved from them.
+    assert annotation.resolve(rows.assign(conversation_id=rows["item"]))["label_source"].eq("unresolved").all()
