@@ -72,6 +72,9 @@ def _stem(section: Section) -> str:
     return f"{section.key}_{setting}"
 
 
+STATISTIC_COLUMNS = {"W", "W_reversed", "z", "V", "chi2", "cohens_d", "cohens_h", "rho", "cohens_kappa"}
+
+
 def _format_table(table: pd.DataFrame, name: str = "") -> str:
     if table.empty:
         return "<p class='note'>(no rows)</p>"
@@ -80,6 +83,10 @@ def _format_table(table: pd.DataFrame, name: str = "") -> str:
     for column in shown.columns:
         if column.endswith("p_value"):
             shown[column] = shown[column].map(lambda p: stats.format_p(p, floor))
+        elif column in STATISTIC_COLUMNS and pd.api.types.is_float_dtype(shown[column]):
+            # a statistic of a degenerate sample: R's NA/NaN, not an empty cell that reads as "no data"
+            shown[column] = shown[column].map(lambda v: "not defined" if pd.isna(v)
+                                              else f"{v:.3f}".rstrip("0").rstrip("."))
         elif pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.3f}".rstrip("0").rstrip("."))
     return shown.to_html(index=False, escape=True, border=0, classes="table")

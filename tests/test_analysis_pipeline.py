@@ -634,3 +634,19 @@ def test_vector_figures_beside_png_and_fig_s25(tmp_path):
         assert (out / "figures" / f"figS25_believed_human_uninformed.{suffix}").stat().st_size > 1000
         assert (out / "figures" / f"fig1_cooperation_uninformed.{suffix}").stat().st_size > 1000
     assert (out / "figures" / "fig1_cooperation_uninformed.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_a_degenerate_comparison_is_not_defined_in_tables_and_report(export_dir, tmp_path):
+    from analysis.report import write_report
+
+    folder = copy_exports(export_dir, tmp_path / "in")
+    participants = pd.read_csv(folder / "participants_informed.csv", dtype=str, keep_default_na=False)
+    participants["perception_agency"] = "1"  # everyone answered alike
+    participants.to_csv(folder / "participants_informed.csv", index=False)
+    analysis = write_report(load_exports(folder), tmp_path / "report")
+    table = section(analysis, "norms_perceptions").tables["perception_pairwise"]
+    row = table[(table["dimension"] == "agency") & (table["comparison"] == "H-F vs. H-H")].iloc[0]
+    # R: wilcox.test(rep(1, n1), rep(1, n2)) -> W = n1 * n2 / 2, p-value = NaN
+    assert row["W"] == row["n1"] * row["n2"] / 2
+    assert np.isnan(row["p_value"]) and np.isnan(row["cohens_d"])
+    assert "not defined" in (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
