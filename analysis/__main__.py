@@ -1,17 +1,34 @@
-"""``python -m analysis EXPORT_DIR [EXPORT_DIR ...] --out REPORT_DIR``"""
+"""``python -m analysis EXPORT_DIR [EXPORT_DIR ...] --out REPORT_DIR``
+
+``python -m analysis annotate REPORT_DIR --provider P [--model M]``: machine annotation of the
+report's blind template (analysis/machine_cli.py).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from pathlib import Path
+
 from analysis.report import run
+
+EXIT_NO_INPUT = 2  # a path that does not exist, or no CSV at all: nothing was read
+EXIT_NOTHING_TO_ANALYSE = 1  # CSVs read, but no decisions or participants among them
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["annotate"]:  # machine annotation of the blind template (analysis/machine_cli.py)
+        from analysis.machine_cli import main as annotate_main
+
+        return annotate_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m analysis", description=(
         "The paper's results from the CSV exports of one or more sessions (docs/DATA.md): tables as "
-        "CSV, figures as PNG and SVG, and report.html."))
+        "CSV, figures as PNG, SVG and PDF, and report.html."), epilog=(
+        "Machine annotation of the report's blind template: python -m analysis annotate REPORT_DIR "
+        "--provider P [--model M] (see --help there). Exit status: 0 report written; 1 no decisions or "
+        "participants table among the CSVs; 2 a path does not exist or holds no CSV."))
     parser.add_argument("exports", nargs="+", help="folders (read recursively) or CSV files: exports, "
                         "filled annotation files, the motives file")
     parser.add_argument("--out", required=True, help="the report folder (created if missing)")
@@ -19,11 +36,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="degree of the Fig. 3 polynomial GLM for both label settings "
                              "(default: the paper's, 3 informed, 4 uninformed)")
     args = parser.parse_args(argv)
+    missing = [path for path in args.exports if not Path(path).exists()]
+    if missing:
+        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return EXIT_NO_INPUT
+    if not any(Path(path).is_file() or any(Path(path).rglob("*.csv")) for path in args.exports):
+        print(f"error: no CSV files in {', '.join(args.exports)} — pass the folder the exports were saved to",
+              file=sys.stderr)
+        return EXIT_NO_INPUT
     analysis = run(list(args.exports), args.out, glm_degree=args.degree)
     for problem in analysis.exports.problems:
         if problem.level != "info":
             print(f"{problem.level}: {problem}", file=sys.stderr)
     print(f"report: {args.out}/report.html")
+    if analysis.decisions.empty and analysis.exports.participants.empty:
+        print("error: none of the CSV files is a decisions or participants table of docs/DATA.md: nothing "
+              "to analyse (the report lists what was read)", file=sys.stderr)
+        return EXIT_NOTHING_TO_ANALYSE
     return 0
 
 

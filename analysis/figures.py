@@ -1,4 +1,12 @@
-"""The paper's figures with matplotlib (Agg: no display needed). Each function returns a Figure."""
+"""The paper's figures with matplotlib (Agg: no display needed). Each function returns a Figure.
+
+Conventions, so a journal takes them as they are:
+- uncertainty is shown: 95 % Wilson intervals for rates (R's ``prop.test(x, n, correct = FALSE)``),
+  95 % t intervals for means (R's ``t.test``), a 95 % band around the Fig. 3 curve;
+- every group says its n;
+- a group without data is drawn as missing ("no data"), never as a 0 bar;
+- panels carry the paper's letters (A, B); the report writes PNG, SVG and PDF.
+"""
 
 from __future__ import annotations
 
@@ -10,33 +18,69 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 import protocol  # noqa: E402
 from analysis.load import MOTIVES, PERCEPTION_COLUMNS  # noqa: E402
+from analysis.stats import mean_interval, wilson_interval  # noqa: E402
 
 TREATMENT_COLOURS = {"H-H": "#7f7f7f", "H-F": "#2ca02c", "H-C": "#1f77b4", "H-S": "#d62728"}
+TREATMENT_MARKERS = {"H-H": "D", "H-F": "o", "H-C": "^", "H-S": "s"}
 PERSONA_TREATMENT = {"fair": "H-F", "cooperative": "H-C", "selfish": "H-S"}
+plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 9,
+                     "ytick.labelsize": 9, "legend.fontsize": 8, "svg.fonttype": "none", "pdf.fonttype": 42})
+CI_NOTE = "error bars: 95 % CI"
+
+
+def panel_letter(axis, letter: str) -> None:
+    """The paper's panel letter, bold, above the axis' top-left corner."""
+    axis.text(-0.08, 1.06, letter, transform=axis.transAxes, fontsize=13, fontweight="bold", va="bottom",
+              ha="right")
+
+
+def _yerr(centre: float, low: float, high: float) -> list[list[float]]:
+    """Error-bar lengths; rounding can put a bound a hair inside the centre (a 0 % Wilson bound)."""
+    return [[max(0.0, centre - low)], [max(0.0, high - centre)]]
+
+
+def _missing(axis, x: float, y: float = 0.02, text: str = "no data") -> None:
+    axis.text(x, y, text, ha="center", va="bottom", fontsize=7, color="#666", rotation=90,
+              transform=axis.get_xaxis_transform())
+
+
+def _mean_with_interval(axis, position: float, values: np.ndarray, colour: str = "black") -> None:
+    low, high = mean_interval(values)
+    mean = float(np.mean(values))
+    if np.isnan(low):
+        axis.plot([position], [mean], marker="D", color=colour, markeredgecolor="black", zorder=4)
+    else:
+        axis.errorbar([position], [mean], yerr=_yerr(mean, low, high), fmt="D", color=colour,
+                      markeredgecolor="black", ecolor="black", capsize=3, zorder=4)
 
 
 def _boxes_with_points(axis, samples: list[pd.Series], labels: list[str], colours: list[str]) -> None:
-    present = [(s.dropna(), label, colour) for s, label, colour in zip(samples, labels, colours)
-               if not s.dropna().empty]
-    if not present:
-        axis.text(0.5, 0.5, "no data", ha="center", va="center", transform=axis.transAxes)
-        return
-    data, names, colours = zip(*present)
-    positions = np.arange(1, len(data) + 1)
+    """Box plot, the points, and the mean with its 95 % t interval; n under each label."""
+    positions = np.arange(1, len(samples) + 1)
     jitter = np.random.default_rng(0)  # seeded: the same data draws the same figure
-    axis.boxplot([d.to_numpy() for d in data], positions=positions, widths=0.5, showfliers=False)
-    for position, values, colour in zip(positions, data, colours):
-        axis.scatter(position + jitter.uniform(-0.18, 0.18, len(values)), values, s=8, alpha=0.5, color=colour)
+    names = []
+    for position, sample, label, colour in zip(positions, samples, labels, colours):
+        values = sample.dropna().to_numpy(dtype=float)
+        names.append(f"{label}\nn = {len(values)}")
+        if len(values) == 0:
+            _missing(axis, position)
+            continue
+        axis.boxplot([values], positions=[position], widths=0.5, showfliers=False)
+        axis.scatter(position + jitter.uniform(-0.18, 0.18, len(values)), values, s=8, alpha=0.45, color=colour,
+                     zorder=2)
+        _mean_with_interval(axis, position + 0.3, values, colour)
     axis.set_xticks(positions, names)
+    axis.set_xlim(0.4, len(samples) + 0.7)
 
 
 def cooperation(humans: pd.DataFrame, agents: pd.DataFrame, treatments: tuple[str, ...],
                 personas: tuple[str, ...]) -> Figure:
-    """Fig. 1 / S16: participants' (left) and agents' (right) WC cooperation rates."""
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [4, 3]})
+    """Fig. 1 / S16: participants' (A) and agents' (B) WC cooperation rates."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4), gridspec_kw={"width_ratios": [4, 3]})
     _boxes_with_points(left, [humans.loc[humans["treatment"] == t, "cooperation_rate_WC"] for t in treatments],
                        list(treatments), [TREATMENT_COLOURS.get(t, "grey") for t in treatments])
     left.set(title="Participants", ylabel="Cooperation rate (WC game)", ylim=(-0.05, 1.05))
@@ -44,90 +88,157 @@ def cooperation(humans: pd.DataFrame, agents: pd.DataFrame, treatments: tuple[st
                        [f"{p} agents" for p in personas],
                        [TREATMENT_COLOURS.get(PERSONA_TREATMENT.get(p, ""), "grey") for p in personas])
     right.set(title="Agents", ylim=(-0.05, 1.05))
+    panel_letter(left, "A")
+    panel_letter(right, "B")
+    figure.text(0.99, 0.01, "diamonds: mean with 95 % t CI", ha="right", va="bottom", fontsize=7, color="#444")
     figure.tight_layout()
     return figure
 
 
+def _rate_bar(axis, position: float, count: float, trials: float, width: float, colour: str,
+              **bar_options) -> None:
+    """A percentage bar with its Wilson interval and n; nothing but "no data" without trials."""
+    if not trials or pd.isna(trials):
+        _missing(axis, position)
+        return
+    share = 100 * count / trials
+    low, high = wilson_interval(int(count), int(trials))
+    axis.bar(position, share, width=width, color=colour, edgecolor="black", **bar_options)
+    axis.errorbar([position], [share], yerr=_yerr(share, 100 * low, 100 * high), fmt="none",
+                  ecolor="black", capsize=3)
+    axis.text(position, 100 * high + 1.5, f"n={int(trials)}", ha="center", va="bottom", fontsize=7)
+
+
 def agreements(rates: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
-    """Fig. 2 / S17: agreement rates (left); humans' and agents' breach rates (right)."""
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
-    table = rates.pivot(index="treatment", columns="dimension", values="percentage").reindex(list(treatments))
+    """Fig. 2 / S17: agreement rates (A); humans' and agents' breach rates (B), Wilson 95 % CIs."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4))
     positions = np.arange(len(treatments))
-    left.bar(positions, table.get("agreements", pd.Series(np.nan, index=table.index)),
-             color=[TREATMENT_COLOURS.get(t, "grey") for t in treatments])
+
+    def counts(dimension: str, treatment: str) -> tuple[float, float]:
+        row = rates[(rates["dimension"] == dimension) & (rates["treatment"] == treatment)]
+        return (float(row["count"].iloc[0]), float(row["of"].iloc[0])) if len(row) else (0.0, 0.0)
+
+    for position, treatment in zip(positions, treatments):
+        _rate_bar(left, position, *counts("agreements", treatment), 0.6, TREATMENT_COLOURS.get(treatment, "grey"))
     left.set_xticks(positions, treatments)
-    left.set(title="Pre-game cooperation agreements", ylabel="% of conversations", ylim=(0, 100))
+    left.set(title="Pre-game cooperation agreements", ylabel="% of conversations", ylim=(0, 110))
     for offset, dimension, hatch, label in ((-0.2, "human_breaches", "", "humans"),
                                             (0.2, "agent_breaches", "//", "agents")):
-        values = table.get(dimension, pd.Series(np.nan, index=table.index))
-        right.bar(positions + offset, values.fillna(0), width=0.4, hatch=hatch, label=label,
-                  color=[TREATMENT_COLOURS.get(t, "grey") for t in treatments], edgecolor="black")
+        for position, treatment in zip(positions, treatments):
+            if dimension == "agent_breaches" and treatment == "H-H":
+                _missing(right, position + offset, text="no agents")  # not a 0 bar: there is nothing
+                continue
+            _rate_bar(right, position + offset, *counts(dimension, treatment), 0.4,
+                      TREATMENT_COLOURS.get(treatment, "grey"), hatch=hatch)
     right.set_xticks(positions, treatments)
-    right.set(title="In-game promise breaches", ylabel="% of agreements broken", ylim=(0, 100))
-    right.legend(loc="upper left")
+    right.set(title="In-game promise breaches", ylabel="% of agreements broken", ylim=(0, 110))
+    right.legend(handles=[Patch(facecolor="white", edgecolor="black", label="humans"),
+                          Patch(facecolor="white", edgecolor="black", hatch="//", label="agents")],
+                 loc="upper left", frameon=False)
+    panel_letter(left, "A")
+    panel_letter(right, "B")
+    figure.text(0.99, 0.01, "error bars: 95 % Wilson CI", ha="right", va="bottom", fontsize=7, color="#444")
     figure.tight_layout()
     return figure
 
 
 def breach_glm(participants: pd.DataFrame, curve: pd.DataFrame) -> Figure:
-    """Fig. 3 / S19: participants' cooperation over the agents' breach frequency, GLM curve."""
-    figure, axis = plt.subplots(figsize=(6, 4.2))
-    for treatment, group in participants.groupby("treatment"):
-        axis.scatter(group["agent_breach_frequency"], group["cooperation_rate_WC"], s=14, alpha=0.6,
-                     color=TREATMENT_COLOURS.get(treatment, "grey"), label=treatment)
+    """Fig. 3 / S19: participants' cooperation over the agents' breach frequency, GLM curve and its
+    95 % band. Each treatment has its own marker and a small horizontal offset, so treatments
+    that share f values (all H-C participants at f = 0) stay visible."""
+    figure, axis = plt.subplots(figsize=(6.4, 4.4))
+    if {"lower", "upper"} <= set(curve.columns):
+        axis.fill_between(curve["agent_breach_frequency"], curve["lower"], curve["upper"], color="black",
+                          alpha=0.12, linewidth=0, label="95 % CI")
+    treatments = [t for t in TREATMENT_COLOURS if t in set(participants["treatment"])]
+    offsets = np.linspace(-0.015, 0.015, len(treatments)) if len(treatments) > 1 else [0.0]
+    for offset, treatment in zip(offsets, treatments):
+        group = participants[participants["treatment"] == treatment]
+        axis.scatter(group["agent_breach_frequency"] + offset, group["cooperation_rate_WC"], s=18,
+                     marker=TREATMENT_MARKERS.get(treatment, "o"), facecolors="none", linewidths=1,
+                     edgecolors=TREATMENT_COLOURS.get(treatment, "grey"), label=f"{treatment} (n = {len(group)})",
+                     zorder=3)
     axis.plot(curve["agent_breach_frequency"], curve["fitted_cooperation_rate"], color="black", label="GLM")
     axis.set(xlabel="Agents' promise-breaking frequency", ylabel="Participant's cooperation rate (WC)",
-             xlim=(-0.03, 1.03), ylim=(-0.05, 1.05))
-    axis.legend(loc="upper right")
+             xlim=(-0.04, 1.04), ylim=(-0.05, 1.05))
+    axis.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    figure.text(0.99, 0.01, "markers offset ±0.015 in f per treatment to stay visible", ha="right", va="bottom",
+                fontsize=7, color="#444")
     figure.tight_layout()
     return figure
 
 
 def norms_perceptions(humans: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
-    """Fig. 4 / S20: norm estimates (top) and perception ratings (bottom) per treatment."""
-    figure = plt.figure(figsize=(12, 7.5))
-    grid = figure.add_gridspec(2, max(len(treatments), 1))
-    labels = [f"{lo}–{hi}%" for lo, hi in protocol.NORM_INTERVALS]
+    """Fig. 4 / S20: norm estimates (A, Wilson 95 % CIs) and perception ratings (B) per treatment."""
+    figure = plt.figure(figsize=(12, 8))
+    grid = figure.add_gridspec(2, max(len(treatments), 1), height_ratios=[1, 1.15])
+    labels = [f"{lo}–{hi}" for lo, hi in protocol.NORM_INTERVALS]
     for column, treatment in enumerate(treatments):
         axis = figure.add_subplot(grid[0, column])
         estimates = humans.loc[humans["treatment"] == treatment, "norm_estimate_WC"].dropna().astype(int)
         counts = estimates.value_counts().reindex(range(len(labels)), fill_value=0)
-        share = 100 * counts / max(counts.sum(), 1)
-        axis.bar(range(len(labels)), share, color=TREATMENT_COLOURS.get(treatment, "grey"))
-        axis.set_xticks(range(len(labels)), labels, rotation=45, fontsize=7)
-        axis.set(title=f"{treatment}: norm estimate", ylim=(0, 100), ylabel="% of participants" if column == 0 else "")
+        total = int(counts.sum())
+        colour = TREATMENT_COLOURS.get(treatment, "grey")
+        if total == 0:
+            axis.text(0.5, 0.5, "no data", ha="center", va="center", transform=axis.transAxes, color="#666")
+        for index, count in counts.items():
+            if total:
+                low, high = wilson_interval(int(count), total)
+                share = 100 * count / total
+                axis.bar(index, share, color=colour, edgecolor="black")
+                axis.errorbar([index], [share], yerr=_yerr(share, 100 * low, 100 * high), fmt="none",
+                              ecolor="black", capsize=2)
+        axis.set_xticks(range(len(labels)), labels)
+        axis.set(title=f"{treatment} (n = {total})", ylim=(0, 100), xlabel="Estimated cooperation (%)",
+                 ylabel="% of participants" if column == 0 else "")
+        if column == 0:
+            panel_letter(axis, "A")
     axis = figure.add_subplot(grid[1, :])
     _grouped_boxes(axis, humans, PERCEPTION_COLUMNS, "perception_", treatments)
     axis.set(title="Perception of the associates", ylabel="Agreement (−3..3)")
+    panel_letter(axis, "B")
     figure.tight_layout()
     return figure
 
 
 def _grouped_boxes(axis, humans: pd.DataFrame, columns: tuple[str, ...], prefix: str,
                    treatments: tuple[str, ...]) -> None:
+    """Boxes per item and treatment with the mean and its 95 % t interval; the legend (with each
+    treatment's n) sits outside the axis, so it covers no whisker."""
     width = 0.8 / max(len(treatments), 1)
     for index, treatment in enumerate(treatments):
         subset = humans[humans["treatment"] == treatment]
-        data = [subset[c].dropna().to_numpy() for c in columns]
+        data = [subset[c].dropna().to_numpy(dtype=float) for c in columns]
         positions = np.arange(len(columns)) + (index - (len(treatments) - 1) / 2) * width
+        colour = TREATMENT_COLOURS.get(treatment, "grey")
         keep = [i for i, d in enumerate(data) if len(d)]
-        if not keep:
-            continue
-        boxes = axis.boxplot([data[i] for i in keep], positions=positions[keep], widths=width * 0.9,
-                             patch_artist=True, showfliers=False)
-        for patch in boxes["boxes"]:
-            patch.set_facecolor(TREATMENT_COLOURS.get(treatment, "grey"))
-            patch.set_alpha(0.6)
-        axis.plot([], [], color=TREATMENT_COLOURS.get(treatment, "grey"), linewidth=8, alpha=0.6, label=treatment)
-    axis.set_xticks(np.arange(len(columns)), [c.removeprefix(prefix) for c in columns])
-    axis.set_ylim(protocol.LIKERT_MIN - 0.3, protocol.LIKERT_MAX + 0.3)
-    axis.legend(ncols=len(treatments), fontsize=8, loc="lower right")
+        for i in set(range(len(columns))) - set(keep):
+            _missing(axis, positions[i])
+        if keep:
+            boxes = axis.boxplot([data[i] for i in keep], positions=positions[keep], widths=width * 0.85,
+                                 patch_artist=True, showfliers=False)
+            for patch in boxes["boxes"]:
+                patch.set_facecolor(colour)
+                patch.set_alpha(0.55)
+            for i in keep:
+                low, high = mean_interval(data[i])
+                mean = float(np.mean(data[i]))
+                # beside the box's whisker line, so the interval is not mistaken for a whisker
+                axis.errorbar([positions[i] + width * 0.3], [mean],
+                              yerr=None if np.isnan(low) else _yerr(mean, low, high),
+                              fmt="D", markersize=3, color="black", elinewidth=1.6, capsize=2, zorder=4)
+        answered = int(subset[list(columns)].notna().any(axis=1).sum())
+        axis.plot([], [], color=colour, linewidth=8, alpha=0.55, label=f"{treatment} (n = {answered})")
+    axis.plot([], [], "D", color="black", markersize=3, label="mean, 95 % CI")
+    axis.set_xticks(np.arange(len(columns)), [c.removeprefix(prefix).replace("_", " ") for c in columns])
+    axis.set_ylim(protocol.LIKERT_MIN - 0.4, protocol.LIKERT_MAX + 0.4)
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=len(treatments) + 1, frameon=False)
 
 
 def likert_boxes(humans: pd.DataFrame, columns: tuple[str, ...], prefix: str, treatments: tuple[str, ...],
                  title: str) -> Figure:
     """Fig. S1 / S21: 7C ratings per treatment."""
-    figure, axis = plt.subplots(figsize=(12, 4.2))
+    figure, axis = plt.subplots(figsize=(12, 4.8))
     _grouped_boxes(axis, humans, columns, prefix, treatments)
     axis.set(title=title, ylabel="Agreement (−3..3)")
     figure.tight_layout()
@@ -135,19 +246,46 @@ def likert_boxes(humans: pd.DataFrame, columns: tuple[str, ...], prefix: str, tr
 
 
 def norms_cooperation(cooperation_by_norm: pd.DataFrame) -> Figure:
-    """Fig. S2 / S24: mean WC cooperation per norm-estimate group and treatment."""
-    figure, axis = plt.subplots(figsize=(8, 4.2))
+    """Fig. S2 / S24: mean WC cooperation (95 % t CI) per norm-estimate group and treatment; an
+    empty treatment × group is drawn as missing."""
+    figure, axis = plt.subplots(figsize=(9, 4.6))
     groups = list(dict.fromkeys(cooperation_by_norm.sort_values("norm_group")["norm_group"]))
     treatments = [t for t in TREATMENT_COLOURS if t in set(cooperation_by_norm["treatment"])]
     width = 0.8 / max(len(treatments), 1)
     for index, treatment in enumerate(treatments):
         rows = cooperation_by_norm[cooperation_by_norm["treatment"] == treatment].set_index("norm_group")
-        means = rows["mean"].reindex(groups)
-        axis.bar(np.arange(len(groups)) + (index - (len(treatments) - 1) / 2) * width, means.fillna(0),
-                 width=width, color=TREATMENT_COLOURS[treatment], label=treatment)
+        rows = rows.reindex(groups)
+        positions = np.arange(len(groups)) + (index - (len(treatments) - 1) / 2) * width
+        for position, (_, row) in zip(positions, rows.iterrows()):
+            if pd.isna(row["mean"]) or not row.get("participants"):
+                _missing(axis, position)
+                continue
+            axis.bar(position, row["mean"], width=width, color=TREATMENT_COLOURS[treatment], edgecolor="black")
+            low, high = row.get("ci_low", np.nan), row.get("ci_high", np.nan)
+            if not pd.isna(low):
+                axis.errorbar([position], [row["mean"]], yerr=_yerr(row["mean"], low, high),
+                              fmt="none", ecolor="black", capsize=2)
+            top = high if not pd.isna(high) else row["mean"]
+            axis.text(position, min(top, 1.0) + 0.02, f"{int(row['participants'])}", ha="center", va="bottom",
+                      fontsize=7)
     axis.set_xticks(np.arange(len(groups)), groups)
-    axis.set(xlabel="Norm estimate (others' cooperation)", ylabel="Mean cooperation rate (WC)", ylim=(0, 1))
-    axis.legend(loc="upper right")
+    axis.set(xlabel="Norm estimate (others' cooperation)", ylabel="Mean cooperation rate (WC)", ylim=(0, 1.12))
+    axis.legend(handles=[Patch(facecolor=TREATMENT_COLOURS[t], edgecolor="black", label=t) for t in treatments],
+                loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+                title="numbers: n\nerror bars: 95 % t CI", title_fontsize=7)
+    figure.tight_layout()
+    return figure
+
+
+def believed_human(humans: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
+    """Fig. S25: "my associates were humans" (−3..3) per treatment: points, mean and 95 % t CI."""
+    figure, axis = plt.subplots(figsize=(6.4, 4.2))
+    _boxes_with_points(axis, [humans.loc[humans["treatment"] == t, "believed_human"] for t in treatments],
+                       list(treatments), [TREATMENT_COLOURS.get(t, "grey") for t in treatments])
+    axis.axhline(0, color="#999", linewidth=0.8, linestyle="--", zorder=0)
+    axis.set(ylabel="\"My associates were humans\" (−3..3)",
+             ylim=(protocol.LIKERT_MIN - 0.4, protocol.LIKERT_MAX + 0.4))
+    figure.text(0.99, 0.01, "diamonds: mean with 95 % t CI", ha="right", va="bottom", fontsize=7, color="#444")
     figure.tight_layout()
     return figure
 
@@ -157,7 +295,7 @@ def motives(ratings: pd.DataFrame) -> Figure:
     personas = [p for p in PERSONA_TREATMENT if p in set(ratings["p2_persona"])]
     figure, axes = plt.subplots(1, max(len(personas), 1), figsize=(5 * max(len(personas), 1), 4.2), squeeze=False)
     levels = range(protocol.LIKERT_MIN, protocol.LIKERT_MAX + 1)
-    for axis, persona in zip(axes[0], personas):
+    for letter, axis, persona in zip("ABC", axes[0], personas):
         subset = ratings[ratings["p2_persona"] == persona]
         width = 0.8 / len(MOTIVES)
         for index, motive in enumerate(MOTIVES):
@@ -165,7 +303,10 @@ def motives(ratings: pd.DataFrame) -> Figure:
             share = 100 * counts / max(counts.sum(), 1)
             axis.bar(np.array(list(levels)) + (index - 1.5) * width, share, width=width,
                      label=motive.replace("_", " "))
-        axis.set(title=f"{persona} agents' breaches", xlabel="Agreement (−3..3)", ylabel="% of ratings")
-        axis.legend(fontsize=7, loc="upper left")
-    figure.tight_layout()
+        axis.set(title=f"{persona} agents' breaches (n = {len(subset)} ratings)", xlabel="Agreement (−3..3)",
+                 ylabel="% of ratings")
+        panel_letter(axis, letter)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.tight_layout(rect=(0, 0.07, 1, 1))
+    figure.legend(handles, labels, loc="lower center", ncols=len(MOTIVES), frameon=False)  # covers no bar
     return figure

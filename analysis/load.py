@@ -7,6 +7,7 @@ and the column; the usable rest is loaded, so the report can still be produced.
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -19,6 +20,7 @@ SESSION_KEYS = ("session_code", "treatment", "associate_type", "label_setting", 
 TREATMENTS = tuple(protocol.TREATMENT_CODES.values()) + ("A-A",)  # A-A: agent-vs-agent simulation
 MOTIVES = ("risk_aversion", "inequality_aversion", "strategic_defection", "unconditional_defection")
 LABEL_COLUMNS = ("p1_preferred", "p2_preferred", "p1_wants_other", "p2_wants_other", "agreement")
+BREACH_CHECKS = ("coherent", "error_free")  # SI Note 2's second task: binary ratings of the agent's output
 PERCEPTION_COLUMNS = tuple(f"perception_{item}" for item in protocol.PERCEPTION_ITEMS)
 SEVEN_C_COLUMNS = tuple(f"c7_{item}" for item in protocol.SEVEN_C_ITEMS)
 LIKERT_COLUMNS = PERCEPTION_COLUMNS + SEVEN_C_COLUMNS + ("believed_human",)
@@ -36,8 +38,12 @@ _MAIN_KEYS = ("session_code", "treatment", "associate_type", "label_setting")
 
 # Checked in this order: the motives file also has an `annotator` column.
 TABLE_SPECS = (
-    TableSpec("motives", ("annotator", "risk_aversion"), ("conversation_id", "annotator") + MOTIVES, ()),
-    TableSpec("annotations", ("annotator",), ("conversation_id", "annotator") + LABEL_COLUMNS, ()),
+    # Annotation files name a conversation by `conversation_id` or, when filled from the blind
+    # template, by its opaque `item` (annotation_key.csv maps one to the other).
+    TableSpec("motives", ("annotator", "risk_aversion"), ("annotator",) + MOTIVES,
+              ("conversation_id", "item") + BREACH_CHECKS),
+    TableSpec("annotations", ("annotator",), ("annotator",) + LABEL_COLUMNS, ("conversation_id", "item")),
+    TableSpec("annotation_key", ("item", "conversation_id"), ("item", "conversation_id"), ()),
     TableSpec(
         "decisions", ("choice", "game", "round"),
         _MAIN_KEYS + ("game", "round", "player_code", "player_kind", "associate_code", "associate_kind",
@@ -89,8 +95,89 @@ VALUE_CHECKS = {
     "participants": ("treatment", "associate_type", "label_setting"),
     "llm_calls": ("treatment",),
 }
-STRATEGY_LABELS = {"A", "B", ""}
 TRUE_WORDS, FALSE_WORDS = {"true", "1", "yes", "y", "t"}, {"false", "0", "no", "n", "f"}
+# What annotators write, in both languages of the study. Anything else is listed as a problem
+# with its file and row, and read as missing (not as "unclear", which is a label).
+AGREEMENT_TRUE = TRUE_WORDS | {"1.0", "agreed", "agree", "agreement", "mutual a", "a/a", "是", "对", "有", "同意",
+                               "达成", "达成一致", "已达成", "一致", "√", "✓", "✔"}
+AGREEMENT_FALSE = FALSE_WORDS | {"0.0", "no agreement", "not agreed", "disagree", "none", "否", "不", "不是", "无",
+                                 "没有", "未达成", "没有达成", "不同意", "不一致", "×", "✗", "✘"}
+UNCLEAR_WORDS = {"", "unclear", "?", "？", "-", "—", "n/a", "na", "none", "不清楚", "不确定", "不明确", "无法判断",
+                 "未知", "不明"}
+STRATEGY_NOISE = ("STRATEGY", "策略", "选择", "选", "CHOOSE", "OPTION", " ", "\u3000", '"', "'", "“", "”")
+# Columns a file may lack without a warning: annotation files name conversations by one of two
+# columns, and the breach checks are the second task's, absent from motive-only files.
+OPTIONAL_COLUMNS = {"conversation_id", "item", *BREACH_CHECKS}
+UNREADABLE = "\x00unreadable"  # a value that is no label: read as missing
+
+
+def parse_strategy(value: object) -> str:
+    """'A', 'B', '' (unclear) or UNREADABLE, from what an annotator wrote: a, B, 策略A, Strategy B…"""
+    text = str(value).strip()
+    if text.lower() in UNCLEAR_WORDS:
+        return ""
+    letter = text.upper()
+    for noise in STRATEGY_NOISE:
+        letter = letter.replace(noise, "")
+    letter = letter.replace("Ａ", "A").replace("Ｂ", "B")  # full-width letters of a Chinese keyboard
+    return letter if letter in ("A", "B") else UNREADABLE
+
+
+def parse_agreement(value: object) -> str:
+    """'True', 'False', '' (not filled) or UNREADABLE: 是/否, yes/no, 1/0, agreed, 1.0, TRUE…"""
+    text = str(value).strip().lower()
+    if text == "":
+        return ""
+    if text in AGREEMENT_TRUE:
+        return "True"
+    if text in AGREEMENT_FALSE:
+        return "False"
+    return UNREADABLE
+
+
+def _row(index: int) -> str:
+    return f"row {index + 2}"  # the header is row 1, as a spreadsheet numbers them
+
+
+def _rows(indices: Iterable[int]) -> str:
+    listed = [_row(i) for i in list(indices)[:5]]
+    return ", ".join(listed) + (", …" if len(list(indices)) > 5 else "")
+
+
+def _flag_repeated_annotators(name: str, frame: pd.DataFrame, problems: list) -> pd.DataFrame:
+    """An annotator twice on one conversation would count as two annotators agreeing."""
+    key = frame["item"].where(frame["item"].str.strip() != "", frame["conversation_id"])
+    repeated = pd.Series(list(zip(key, frame["annotator"].str.strip())), index=frame.index).duplicated()
+    if repeated.any():
+        problems.append(Problem(name, "annotator", f"{repeated.sum()} rows repeat an annotator on a conversation "
+                                "they already labelled (" + "; ".join(
+                                    f"{_row(i)}: {frame.at[i, 'annotator']!r} on {key[i]!r}"
+                                    for i in frame.index[repeated][:5]) + "): only the first row is used",
+                                "warning"))
+    return frame[~repeated]
+
+
+# oTree's own exports, written beside the tables of DATA.md (`otree test --export`, the admin's
+# data page): known, not analysed, and not worth a line in the problems list.
+OTREE_EXPORT_SIGNATURES = {
+    "oTree standard export (all apps wide / per app)": None,  # columns participant.*, session.*, player.*
+    "quiz attempts (instructions app's custom export)": ("attempt", "passed", "answers", "submitted_at"),
+    "page times": ("page_index", "page_name", "epoch_time_completed"),
+    "chat": ("channel", "nickname", "body"),
+}
+PLATFORM_TABLES = ("decisions", "messages", "participants", "llm_calls")  # written by the platform
+
+
+def otree_export_kind(columns: Iterable[str]) -> str | None:
+    """The kind of oTree's own export these columns are, or None."""
+    present = set(columns)
+    for kind, signature in OTREE_EXPORT_SIGNATURES.items():
+        if signature is None:
+            if any(c.startswith(("participant.", "session.", "player.")) for c in present):
+                return kind
+        elif set(signature) <= present:
+            return kind
+    return None
 
 
 @dataclass(frozen=True)
@@ -177,7 +264,38 @@ def load_exports(paths: str | Path | Iterable[str | Path]) -> Exports:
             problems.append(Problem(name, "", f"{before - len(table)} duplicate rows (the same data in "
                                     "two files) counted once", "info"))
         tables[name] = _convert_types(name, table)
+    problems.extend(session_conflicts(tables))
     return Exports(tables, pd.DataFrame(inventory, columns=["file", "table", "rows"]), problems)
+
+
+CONFLICT_KEYS = ("treatment", "associate_type", "label_setting")
+
+
+def session_conflicts(tables: dict[str, pd.DataFrame]) -> list[Problem]:
+    """A session whose treatment (associate type, label setting) differs between its decisions
+    and another table: the files do not belong together, or one was edited. The analysis uses
+    the decisions' values (a participant's answers are counted under them); the conflict is an
+    error so that nobody reads the report without seeing it."""
+    decisions = tables.get("decisions")
+    if decisions is None or decisions.empty:
+        return []
+    problems = []
+    for other_name in ("participants", "messages", "llm_calls"):
+        other = tables.get(other_name)
+        if other is None or other.empty:
+            continue
+        for key in CONFLICT_KEYS:
+            if key not in other or key not in decisions:
+                continue
+            left = decisions.groupby("session_code")[key].agg(lambda v: ", ".join(sorted(set(v) - {""})))
+            right = other[other[key] != ""].groupby("session_code")[key].agg(lambda v: ", ".join(sorted(set(v))))
+            shared = left.index.intersection(right.index)
+            for session in shared[(left[shared] != right[shared]).to_numpy()]:
+                files = ", ".join(sorted(set(other.loc[other["session_code"] == session, "_file"])))
+                problems.append(Problem(files, key, f"session {session}: {key} is {right[session]!r} in the "
+                                        f"{other_name} but {left[session]!r} in the decisions — do the files "
+                                        "belong to the same session? The decisions' value is used"))
+    return problems
 
 
 def from_otree_bot_export(folder: str | Path) -> Exports:
@@ -204,9 +322,8 @@ def _read_one(path: Path) -> tuple[pd.DataFrame | None, TableSpec | None, list[P
     frame.columns = [str(c).strip() for c in frame.columns]
     spec = identify(frame.columns)
     if spec is None:
-        if any(c.startswith(("participant.", "session.", "player.")) for c in frame.columns):
-            return None, None, [Problem(name, "", "oTree's standard export, not a table of DATA.md: "
-                                        "not used", "info")]
+        if otree_export_kind(frame.columns):
+            return None, None, []  # oTree's own export: recognised, listed in the files table only
         return None, None, [Problem(name, "", "not a table of DATA.md (no columns choice+game+round, "
                                     "text+stage, svo_angle, prompt_version or annotator): not used",
                                     "warning")]
@@ -215,9 +332,20 @@ def _read_one(path: Path) -> tuple[pd.DataFrame | None, TableSpec | None, list[P
         return None, spec, [Problem(name, c, f"missing in the {spec.name} table: the file is not used")
                             for c in missing_required]
     problems = []
+    positions, lines, last_is_short = _short_rows(path, len(frame.columns))
+    if positions and len(positions) <= len(frame):
+        where = ", ".join(f"line {line}" for line in lines[:5]) + (", …" if len(lines) > 5 else "")
+        last = " — the file's end is cut off?" if last_is_short else ""
+        problems.append(Problem(name, "", f"{len(positions)} rows have fewer fields than the header "
+                                f"({where}){last}: rows not used"))
+        frame = frame.drop(index=frame.index[positions])  # the index stays the row number for messages
+    elif spec.name in PLATFORM_TABLES and not _ends_with_newline(path):
+        problems.append(Problem(name, "", "the file does not end with a line break: its last row may be cut "
+                                "off (an interrupted download or copy?)", "warning"))
     missing_contract = [c for c in spec.contract if c not in frame.columns]
     for column in missing_contract:
         frame[column] = ""
+    missing_contract = [c for c in missing_contract if c not in OPTIONAL_COLUMNS]
     if missing_contract:
         problems.append(Problem(name, ", ".join(missing_contract), f"missing in the {spec.name} table; "
                                 "the parts of the report that need it have no data", "warning"))
@@ -226,22 +354,73 @@ def _read_one(path: Path) -> tuple[pd.DataFrame | None, TableSpec | None, list[P
     return frame, spec, problems + value_problems
 
 
+def _short_rows(path: Path, fields: int) -> tuple[list[int], list[int], bool]:
+    """Records with fewer fields than the header — a row cut off, which pandas would pad with
+    blanks and read as partial answers: their positions among the data rows, their line numbers
+    in the file, and whether the last record is one of them."""
+    positions, lines, last_is_short, position = [], [], False, -1
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.reader(handle)
+        next(reader, None)
+        for record in reader:
+            if not record:
+                continue  # blank lines: pandas skips them too
+            position += 1
+            last_is_short = len(record) < fields
+            if last_is_short:
+                positions.append(position)
+                lines.append(reader.line_num)
+    return positions, lines, last_is_short
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(0, 2)
+        if handle.tell() == 0:
+            return True
+        handle.seek(-1, 2)
+        return handle.read(1) in (b"\n", b"\r")
+
+
 def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[Problem]]:
     problems = []
+    received = len(frame)
     if spec.name in ("annotations", "motives"):
         filled = frame["annotator"].str.strip() != ""
         if not filled.all():
             problems.append(Problem(name, "annotator", f"{(~filled).sum()} rows without an annotator id "
                                     "(an unfilled template?) not used", "warning"))
             frame = frame[filled]
+    if spec.name in ("annotations", "motives"):
+        unnamed = (frame["conversation_id"].str.strip() == "") & (frame["item"].str.strip() == "")
+        if unnamed.any():
+            problems.append(Problem(name, "item", f"{unnamed.sum()} rows name no conversation (neither `item` "
+                                    f"nor `conversation_id`; {_rows(frame.index[unnamed])}): not used"))
+            frame = frame[~unnamed]
+        frame = _flag_repeated_annotators(name, frame, problems)
     if spec.name == "annotations":
-        for column in LABEL_COLUMNS[:4]:
-            frame[column] = frame[column].str.strip().str.upper()
-            bad = ~frame[column].isin(STRATEGY_LABELS)
-            if bad.any():
-                problems.append(Problem(name, column, f"{bad.sum()} labels other than A, B or empty "
-                                        f"({_examples(frame.loc[bad, column])}) read as unclear", "warning"))
-                frame.loc[bad, column] = ""
+        for column in LABEL_COLUMNS:
+            parse = parse_agreement if column == "agreement" else parse_strategy
+            parsed = frame[column].map(parse)
+            unreadable = parsed == UNREADABLE
+            if unreadable.any():
+                problems.append(Problem(name, column, f"{unreadable.sum()} values are not labels: "
+                                        + "; ".join(f"{_row(i)} {frame.at[i, column]!r}"
+                                                    for i in frame.index[unreadable][:10])
+                                        + (" …" if unreadable.sum() > 10 else "")
+                                        + " — read as missing (the resolver decides when no annotator's "
+                                        "value can be read)", "warning"))
+            frame[column] = parsed
+    if spec.name == "motives":
+        for column in BREACH_CHECKS:
+            parsed = frame[column].map(parse_agreement)
+            unreadable = parsed == UNREADABLE
+            if unreadable.any():
+                problems.append(Problem(name, column, f"{unreadable.sum()} values are not 1/0 (yes/no, 是/否): "
+                                        + "; ".join(f"{_row(i)} {frame.at[i, column]!r}"
+                                                    for i in frame.index[unreadable][:10])
+                                        + " — read as missing", "warning"))
+            frame[column] = parsed.replace(UNREADABLE, "")
     for column in VALUE_CHECKS.get(spec.name, ()):
         values = frame[column].str.strip()
         bad = ~values.isin(ALLOWED_VALUES[column])
@@ -267,7 +446,10 @@ def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.D
                                         f"{protocol.LIKERT_MIN}..{protocol.LIKERT_MAX} read as missing",
                                         "warning"))
                 frame.loc[outside, column] = ""
-    if frame.empty:
+    if frame.empty and received == 0:
+        # A header only: e.g. the model-call export of an H-H session. Nothing wrong.
+        problems.append(Problem(name, "", f"the {spec.name} table has no rows", "info"))
+    elif frame.empty:
         problems.append(Problem(name, "", f"no usable rows in the {spec.name} table", "warning"))
     return frame.copy(), problems
 
@@ -294,6 +476,7 @@ def _convert_types(name: str, table: pd.DataFrame) -> pd.DataFrame:
         "messages": ("sent_in_time",),
         "participants": ("norm_correct_WC", "norm_correct_WoC"),
         "annotations": ("agreement",),
+        "motives": BREACH_CHECKS,
         "llm_calls": ("simulated",),
     }.get(name, ())
     for column in numeric:

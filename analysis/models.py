@@ -25,23 +25,68 @@ BASELINE_TREATMENT = "H-F"
 
 @dataclass
 class FittedGLM:
-    coefficients: pd.DataFrame  # term, estimate, standard_error, z, p_value
-    fit_summary: pd.DataFrame  # null deviance, residual deviance, AIC, AICc, observations
-    result: object  # the statsmodels results object
+    coefficients: pd.DataFrame  # term, estimate, standard_error, z, p_value, estimable
+    fit_summary: pd.DataFrame  # null deviance, residual deviance, AIC, AICc, rank, observations
+    result: object  # the statsmodels results object (fitted on the estimable terms)
+    aliased: tuple[str, ...] = ()  # terms R reports as NA: linear combinations of earlier terms
+    design_columns: tuple[str, ...] = ()  # every term, estimable or not, in the design's order
 
 
-def _binomial_fit(successes: np.ndarray, trials: np.ndarray, design: pd.DataFrame) -> FittedGLM:
+# A column whose residual, after projecting it on the columns before it, is below this share of
+# its norm is aliased (R's QR pivots such columns out; 1e-7 is lm's tolerance, and it also
+# catches combinations that float rounding leaves a hair above glm's 1e-11).
+ALIAS_TOLERANCE = 1e-7
+
+
+def aliased_columns(design: pd.DataFrame, tolerance: float = ALIAS_TOLERANCE) -> list[str]:
+    """The columns that are linear combinations of the columns before them, as R finds them:
+    in the design's order, so the first of two identical columns is kept (R's ``alias``)."""
+    kept: list[np.ndarray] = []
+    aliased = []
+    for name in design.columns:
+        column = design[name].to_numpy(dtype=float)
+        norm = np.linalg.norm(column)
+        if norm == 0 or not np.all(np.isfinite(column)):
+            aliased.append(name)
+            continue
+        if kept:
+            basis = np.column_stack(kept)
+            coefficients, *_ = np.linalg.lstsq(basis, column, rcond=None)
+            residual = column - basis @ coefficients
+        else:
+            residual = column
+        if np.linalg.norm(residual) <= tolerance * norm:
+            aliased.append(name)
+        else:
+            kept.append(column)
+    return aliased
+
+
+def binomial_glm(successes: np.ndarray, trials: np.ndarray, design: pd.DataFrame) -> FittedGLM:
+    """R's ``glm(cbind(successes, trials − successes) ~ …, family = binomial)``, including its
+    answer on a rank-deficient design: aliased terms are not estimated (NA, ``estimable`` False),
+    the model is fitted on the rest, and AIC/AICc count the rank, not the columns."""
+    aliased = aliased_columns(design)
+    estimable = design.drop(columns=aliased)
+    if len(design) <= estimable.shape[1]:
+        raise ValueError(f"{len(design)} observations: too few for a model of rank {estimable.shape[1]} "
+                         "(no residual degree of freedom; R would fit the data exactly)")
     response = np.column_stack([successes, trials - successes])
-    result = sm.GLM(response, design, family=sm.families.Binomial()).fit()
-    coefficients = pd.DataFrame({
-        "term": design.columns, "estimate": result.params.to_numpy(), "standard_error": result.bse.to_numpy(),
-        "z": result.tvalues.to_numpy(), "p_value": result.pvalues.to_numpy()})
-    parameters, observations = design.shape[1], len(design)
-    # AICc as the paper reports it: AIC with the small-sample correction.
-    aicc = result.aic + 2 * parameters * (parameters + 1) / max(observations - parameters - 1, 1)
-    summary = pd.DataFrame({"measure": ["null deviance", "residual deviance", "AIC", "AICc", "observations"],
-                            "value": [result.null_deviance, result.deviance, result.aic, aicc, observations]})
-    return FittedGLM(coefficients, summary, result)
+    result = sm.GLM(response, estimable, family=sm.families.Binomial()).fit()
+    coefficients = pd.DataFrame({"term": list(design.columns)})
+    for name, values in (("estimate", result.params), ("standard_error", result.bse), ("z", result.tvalues),
+                         ("p_value", result.pvalues)):
+        coefficients[name] = coefficients["term"].map(dict(zip(estimable.columns, values.to_numpy())))
+    coefficients["estimable"] = ~coefficients["term"].isin(aliased)
+    rank, observations = estimable.shape[1], len(design)
+    # AICc as the paper reports it: AIC with the small-sample correction, k = the model's rank.
+    denominator = observations - rank - 1
+    aicc = result.aic + 2 * rank * (rank + 1) / denominator if denominator > 0 else np.nan
+    summary = pd.DataFrame({"measure": ["null deviance", "residual deviance", "AIC", "AICc", "rank",
+                                        "terms", "observations"],
+                            "value": [result.null_deviance, result.deviance, result.aic, aicc, rank,
+                                      design.shape[1], observations]})
+    return FittedGLM(coefficients, summary, result, tuple(aliased), tuple(design.columns))
 
 
 def breach_polynomial_glm(participants: pd.DataFrame, degree: int = 3) -> FittedGLM:
@@ -55,15 +100,16 @@ def breach_polynomial_glm(participants: pd.DataFrame, degree: int = 3) -> Fitted
     design = pd.DataFrame({"intercept": np.ones(len(data))})
     for power in range(1, degree + 1):
         design[POWER_NAMES.get(power, f"power {power}")] = frequency ** power
-    return _binomial_fit(data["cooperations_WC"].to_numpy(dtype=float), data["rounds_WC"].to_numpy(dtype=float),
+    return binomial_glm(data["cooperations_WC"].to_numpy(dtype=float), data["rounds_WC"].to_numpy(dtype=float),
                          design)
 
 
 def breach_curve(fitted: FittedGLM, points: int = 101) -> pd.DataFrame:
     """The fitted cooperation rate over f in [0, 1], for the curve over the scatter."""
     frequency = np.linspace(0.0, 1.0, points)
-    degree = len(fitted.coefficients) - 1
-    design = np.column_stack([frequency ** power for power in range(degree + 1)])
+    degree = len(fitted.design_columns) - 1
+    powers = [power for power, name in enumerate(fitted.design_columns) if name not in fitted.aliased]
+    design = np.column_stack([frequency ** power for power in powers])
     return pd.DataFrame({"agent_breach_frequency": frequency, "fitted_cooperation_rate":
                          fitted.result.predict(design)})
 
@@ -73,15 +119,33 @@ def perception_glm(participants: pd.DataFrame, treatments: tuple[str, ...]) -> F
     data = participants[participants["treatment"].isin(treatments)]
     data = data.dropna(subset=["rounds_WC", *PERCEPTION_PREDICTORS])
     data = data[data["rounds_WC"] > 0]
-    predictors = [c for c in PERCEPTION_PREDICTORS if data[c].std(ddof=0) > 0]
-    if len(data) <= len(predictors) + len(treatments) + 1:
+    predictors = list(PERCEPTION_PREDICTORS)
+    if len(data) < 3:
         raise ValueError(f"{len(data)} participants with complete questionnaires in {', '.join(treatments)}: "
                          "too few for the model")
-    standardised = (data[predictors] - data[predictors].mean()) / data[predictors].std(ddof=0)
+    spread = data[predictors].std(ddof=0)
+    # An item everyone answered alike has no z-score: its column is 0 and R reports it as NA.
+    standardised = ((data[predictors] - data[predictors].mean()) / spread.where(spread > 0)).fillna(0.0)
     design = pd.concat([pd.Series(1.0, index=data.index, name="intercept"), standardised], axis=1)
     for treatment in treatments:
         if treatment != BASELINE_TREATMENT and len(treatments) > 1:
             design[f"treatment {treatment}"] = (data["treatment"] == treatment).astype(float)
-    design = design.loc[:, (design != 0).any()]  # a treatment without participants has no effect
-    return _binomial_fit(data["cooperations_WC"].to_numpy(dtype=float), data["rounds_WC"].to_numpy(dtype=float),
+    return binomial_glm(data["cooperations_WC"].to_numpy(dtype=float), data["rounds_WC"].to_numpy(dtype=float),
                          design.astype(float))
+
+
+def breach_curve_band(fitted: FittedGLM, points: int = 101, confidence: float = 0.95) -> pd.DataFrame:
+    """A pointwise confidence band around the fitted curve, as R's
+    ``predict(model, type = "link", se.fit = TRUE)`` with fit ± z·se mapped through the logit."""
+    from scipy.stats import norm
+
+    frequency = np.linspace(0.0, 1.0, points)
+    powers = [power for power, name in enumerate(fitted.design_columns) if name not in fitted.aliased]
+    design = np.column_stack([frequency ** power for power in powers])
+    covariance = np.asarray(fitted.result.cov_params())
+    link = design @ np.asarray(fitted.result.params)
+    standard_error = np.sqrt(np.einsum("ij,jk,ik->i", design, covariance, design))
+    z = norm.ppf(0.5 + confidence / 2)
+    expit = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    return pd.DataFrame({"agent_breach_frequency": frequency, "lower": expit(link - z * standard_error),
+                         "upper": expit(link + z * standard_error)})

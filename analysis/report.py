@@ -9,18 +9,22 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis import annotation
+from analysis import annotation, stats
 from analysis.load import Exports, load_exports
 from analysis.results import Analysis, Section, analyse
 
-TEMPLATE_NAME = "annotation_template.csv"
-FIGURE_FORMATS = ("png", "svg")
+TEMPLATE_NAME = annotation.TEMPLATE_NAME
+FIGURE_FORMATS = ("png", "svg", "pdf")
 STATISTICS_NOTE = (
-    "Two-tailed Mann–Whitney U tests report R's W (the U statistic of the first group); proportions "
+    "Two-tailed Mann–Whitney U tests report R's W (the U statistic of the group named first, W_of; "
+    "W_reversed is R's W the other way round) and the z of the normal approximation; comparisons are "
+    "named in the paper's order; proportions "
     "are compared with R's prop.test (χ² with Yates' continuity correction); Cohen's d uses the "
     "pooled standard deviation and Cohen's h the arcsine transform, both as group 1 minus group 2; "
     "one-sample Wilcoxon signed-rank tests report R's V (sum of the positive ranks). p-values are "
-    "two-tailed and not adjusted for multiple comparisons, as in the paper; Tukey HSD is adjusted.")
+    "two-tailed and not adjusted for multiple comparisons, as in the paper; Tukey HSD is adjusted. "
+    "A statistic of a degenerate sample (every value equal) is 'not defined', as R's NA/NaN. Error "
+    "bars and bands are 95 % intervals (Wilson for rates, t for means).")
 
 
 def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
@@ -36,7 +40,11 @@ def write_report(exports: Exports, out: Path, *, glm_degree: dict[str, int] | in
     out.mkdir(parents=True, exist_ok=True)
     template_path = out / TEMPLATE_NAME
     analysis = analyse(exports, template_path=template_path, glm_degree=glm_degree)
-    annotation.write_template(analysis.conversations, template_path)
+    annotation.write_template(analysis.conversations, template_path, known=analysis.annotation_key)
+    key = annotation.read_key(out / annotation.KEY_NAME)
+    breaches = annotation.breach_template(analysis.conversations, key, exports.llm_calls)
+    if not breaches.empty:
+        breaches.to_csv(out / annotation.BREACH_TEMPLATE_NAME, index=False, encoding="utf-8")
     tables_dir, figures_dir = out / "tables", out / "figures"
     tables_dir.mkdir(exist_ok=True)
     figures_dir.mkdir(exist_ok=True)
@@ -64,13 +72,21 @@ def _stem(section: Section) -> str:
     return f"{section.key}_{setting}"
 
 
-def _format_table(table: pd.DataFrame) -> str:
+STATISTIC_COLUMNS = {"W", "W_reversed", "z", "V", "chi2", "cohens_d", "cohens_h", "rho", "cohens_kappa"}
+
+
+def _format_table(table: pd.DataFrame, name: str = "") -> str:
     if table.empty:
         return "<p class='note'>(no rows)</p>"
     shown = table.copy()
+    floor = stats.TUKEY_P_FLOOR if name.startswith("tukey") else stats.P_FLOOR
     for column in shown.columns:
         if column.endswith("p_value"):
-            shown[column] = shown[column].map(lambda p: "" if pd.isna(p) else f"{p:.3g}")
+            shown[column] = shown[column].map(lambda p: stats.format_p(p, floor))
+        elif column in STATISTIC_COLUMNS and pd.api.types.is_float_dtype(shown[column]):
+            # a statistic of a degenerate sample: R's NA/NaN, not an empty cell that reads as "no data"
+            shown[column] = shown[column].map(lambda v: "not defined" if pd.isna(v)
+                                              else f"{v:.3f}".rstrip("0").rstrip("."))
         elif pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.3f}".rstrip("0").rstrip("."))
     return shown.to_html(index=False, escape=True, border=0, classes="table")
@@ -113,7 +129,7 @@ def render_html(analysis: Analysis, out: Path) -> str:
             csv_name = f"tables/{_stem(section)}{name}.csv"
             parts.append(f"<h3>{html.escape(name.replace('_', ' '))} "
                          f"<small>(<a href='{csv_name}'>CSV</a>)</small></h3>")
-            parts.append(_format_table(table))
+            parts.append(_format_table(table, name))
     parts.append("<h2>Tidy tables</h2><ul>" + "".join(
         f"<li><a href='tables/tidy_{name}.csv'>tidy_{name}.csv</a> — {len(table)} rows</li>"
         for name, table in analysis.tidy_tables().items()) + "</ul>")

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 import protocol
 from analysis import annotation, figures, models, stats, tidy
-from analysis.load import MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports
+from analysis.load import BREACH_CHECKS, MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports, Problem
 
 TREATMENT_ORDER = ("H-H", "H-F", "H-C", "H-S")  # the order of the pairs in Tables S2, S3, S5…
 AGENT_TREATMENTS = ("H-F", "H-C", "H-S")
@@ -63,36 +63,68 @@ class Analysis:
     kappa: pd.DataFrame
     sections: list[Section]
     template_path: Path | None = None
+    annotation_key: pd.DataFrame | None = None  # item -> conversation_id, from the inputs and the report folder
 
     def tidy_tables(self) -> dict[str, pd.DataFrame]:
         return {"decisions": self.decisions, "conversations": self.conversations, "sides": self.sides,
                 "participants": self.participants, "agents": self.agents}
 
 
+# The paper names some comparisons the other way round: "H-C vs. H-H" in Fig. 1's caption,
+# "H-F vs. H-C" in Fig. 4's. W (and d, h) belong to the first group named, so each section
+# orients its pairs as the paper's text does; the earlier a group in the tuple, the more it
+# leads. Sections not listed keep the order of TREATMENT_ORDER (H-H, H-F, H-C, H-S).
+PAPER_LEADING_GROUPS = {
+    "cooperation": ("H-F", "H-C", "H-S"),  # "H-F vs. H-H", "H-C vs. H-H", "H-S vs. H-H"
+    "agreements": ("H-F",),  # "H-F vs. H-H: χ² = 20.3", "H-F vs. H-C"
+    "norms_perceptions": ("H-F",),  # "H-F vs. H-C", "H-F vs. H-H", "H-F vs. H-S"
+    "seven_c": ("H-F",),
+    "norms_cooperation": ("H-H", "H-S"),  # "H-H vs. H-F", "H-S vs. H-F"
+}
+
+
+def oriented_pairs(groups: tuple[str, ...], leading: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """All pairs of ``groups`` in their order; a pair is flipped when its second group leads."""
+    rank = {g: i for i, g in enumerate(leading)}
+    pairs = []
+    for first, second in stats.ordered_pairs(groups):
+        if second in rank and rank[second] < rank.get(first, len(leading)):
+            first, second = second, first
+        pairs.append((first, second))
+    return pairs
+
+
 # --- Pairwise comparisons --------------------------------------------------------------------
 def pairwise_mann_whitney(data: pd.DataFrame, value: str, group: str, groups: tuple[str, ...],
-                          notes: list[str], what: str) -> pd.DataFrame:
-    """Median, mean, W, p and Cohen's d for every pair of groups, in the given order."""
+                          notes: list[str], what: str, leading: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Median, mean, W, z, p and Cohen's d for every pair of groups.
+
+    W is R's W of the first group named in ``comparison`` (``W_of`` repeats which);
+    ``W_reversed`` = n1·n2 − W is R's W with the groups the other way round. z is the normal
+    approximation's (the paper's Figs. S2/S24); p is NaN where R's is (every value equal).
+    """
     rows = []
     samples = {g: data.loc[data[group] == g, value].dropna() for g in groups}
-    for first, second in stats.ordered_pairs(groups):
+    for first, second in oriented_pairs(groups, leading):
         x, y = samples[first], samples[second]
         if x.empty or y.empty:
             continue
         test = stats.mann_whitney(x, y)
         rows.append({"comparison": f"{first} vs. {second}", "n1": len(x), "n2": len(y),
                      "median1": x.median(), "median2": y.median(), "mean1": x.mean(), "mean2": y.mean(),
-                     "W": test.statistic, "p_value": test.p_value, "cohens_d": stats.cohens_d(x, y)})
+                     "W": test.statistic, "W_of": first, "W_reversed": len(x) * len(y) - test.statistic,
+                     "z": test.z, "p_value": test.p_value, "cohens_d": stats.cohens_d(x, y)})
     empty = [g for g in groups if samples[g].empty]
     if empty:
         notes.append(f"{what}: no data for {', '.join(empty)} — comparisons with it are left out.")
     return pd.DataFrame(rows)
 
 
-def pairwise_proportions(counts: pd.DataFrame, groups: tuple[str, ...]) -> pd.DataFrame:
+def pairwise_proportions(counts: pd.DataFrame, groups: tuple[str, ...],
+                         leading: tuple[str, ...] = ()) -> pd.DataFrame:
     """``counts`` indexed by group with ``successes`` and ``trials``: percentages, χ², p, h."""
     rows = []
-    for first, second in stats.ordered_pairs(groups):
+    for first, second in oriented_pairs(groups, leading):
         if first not in counts.index or second not in counts.index:
             continue
         (x1, n1), (x2, n2) = counts.loc[first, ["successes", "trials"]], counts.loc[second, ["successes", "trials"]]
@@ -103,6 +135,11 @@ def pairwise_proportions(counts: pd.DataFrame, groups: tuple[str, ...]) -> pd.Da
                      "percentage2": 100 * x2 / n2, "chi2": test.statistic, "p_value": test.p_value,
                      "cohens_h": stats.cohens_h(x1 / n1, x2 / n2)})
     return pd.DataFrame(rows)
+
+
+def _interval_columns(values: pd.Series) -> dict[str, float]:
+    low, high = stats.mean_interval(values)
+    return {"ci_low": low, "ci_high": high}
 
 
 def _present(values: pd.Series, order: tuple[str, ...]) -> tuple[str, ...]:
@@ -133,17 +170,19 @@ def cooperation_section(participants: pd.DataFrame, agents: pd.DataFrame, label_
             rates = humans.loc[humans["treatment"] == treatment, f"cooperation_rate_{game}"].dropna()
             if not rates.empty:
                 summary.append({"who": "participants", "group": treatment, "game": game, "n": len(rates),
-                                "mean": rates.mean(), "sd": rates.std(), "median": rates.median()})
+                                "mean": rates.mean(), "sd": rates.std(), "median": rates.median(),
+                                **_interval_columns(rates)})
         for persona in PERSONA_ORDER:
             rates = lab_agents.loc[lab_agents["persona"] == persona, f"cooperation_rate_{game}"].dropna()
             if not rates.empty:
                 summary.append({"who": "agents", "group": persona, "game": game, "n": len(rates),
-                                "mean": rates.mean(), "sd": rates.std(), "median": rates.median()})
+                                "mean": rates.mean(), "sd": rates.std(), "median": rates.median(),
+                                **_interval_columns(rates)})
     section.tables["cooperation_rates"] = pd.DataFrame(summary)
     for game in protocol.GAMES:
         section.tables[f"participants_pairwise_{game}"] = pairwise_mann_whitney(
             humans, f"cooperation_rate_{game}", "treatment", treatments, section.notes if game == "WC" else [],
-            "participants' cooperation")
+            "participants' cooperation", PAPER_LEADING_GROUPS["cooperation"])
     personas = _present(lab_agents.loc[lab_agents["rounds_WC"] > 0, "persona"], PERSONA_ORDER)
     section.tables["agents_pairwise_WC"] = pairwise_mann_whitney(
         lab_agents, "cooperation_rate_WC", "persona", personas, [], "agents' cooperation")
@@ -163,10 +202,17 @@ def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_s
     section = Section("agreements", "Cooperation agreements and promise breaches", "", label_setting)
     labelled = conversations[conversations["agreement"].notna()]
     where = f" at {template_path}" if template_path else ""
+    annotated = conversations["label_source"].fillna("").astype(str) != "" if "label_source" in conversations else None
+    if labelled.empty and annotated is not None and annotated.any():
+        section.notes.append(f"{int(annotated.sum())} conversations have annotation rows but none has a resolved "
+                             "agreement label (unreadable values, or annotators who disagree without a resolver): "
+                             "see the problems at the top and the annotation section.")
+        return section
     if labelled.empty:
         section.notes.append(f"No annotations yet — fill the template{where} (one copy per annotator, "
                              "the annotator's id in the `annotator` column; a third expert's rows with "
-                             "`annotator = resolver`) and put the filled files with the exports.")
+                             "`annotator = resolver`) and put the filled files and annotation_key.csv with "
+                             "the exports.")
         return section
     unlabelled = len(conversations) - len(labelled)
     if unlabelled:
@@ -189,13 +235,16 @@ def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_s
         for treatment in treatments:
             if treatment in table.index:
                 successes, trials = table.loc[treatment, ["successes", "trials"]]
+                low, high = stats.wilson_interval(int(successes), int(trials))
                 rates.append({"dimension": dimension, "treatment": treatment, "count": int(successes),
-                              "of": int(trials), "percentage": 100 * successes / trials if trials else np.nan})
+                              "of": int(trials), "percentage": 100 * successes / trials if trials else np.nan,
+                              "ci_low_percentage": 100 * low, "ci_high_percentage": 100 * high})
     section.tables["rates"] = pd.DataFrame(rates)
     comparisons = []
     for dimension, table in counts.items():
         groups = AGENT_TREATMENTS if dimension == "agent_breaches" else TREATMENT_ORDER
-        pairwise = pairwise_proportions(table, tuple(g for g in groups if g in treatments))
+        pairwise = pairwise_proportions(table, tuple(g for g in groups if g in treatments),
+                                        PAPER_LEADING_GROUPS["agreements"])
         pairwise.insert(0, "dimension", dimension)
         comparisons.append(pairwise)
     section.tables["pairwise"] = pd.concat(comparisons, ignore_index=True)
@@ -228,7 +277,12 @@ def breach_glm_section(participants: pd.DataFrame, label_setting: str, degree: i
         return section
     section.tables["coefficients"] = fitted.coefficients
     section.tables["fit"] = fitted.fit_summary
+    _note_aliased(section.notes, "", fitted)
     curve = models.breach_curve(fitted)
+    try:
+        curve = curve.join(models.breach_curve_band(fitted)[["lower", "upper"]])
+    except (ValueError, np.linalg.LinAlgError) as error:
+        section.notes.append(f"No confidence band: {error}")
     section.tables["curve"] = curve
     section.figures["fig3_breach_glm"] = partial(figures.breach_glm, data, curve)
     return section
@@ -244,9 +298,11 @@ def norms_perceptions_section(participants: pd.DataFrame, label_setting: str) ->
     distribution = (humans.dropna(subset=["norm_estimate_WC"]).groupby(["treatment", "norm_estimate_WC"])
                     .size().rename("participants").reset_index())
     section.tables["norm_estimates"] = distribution
+    leading = PAPER_LEADING_GROUPS["norms_perceptions"]
     section.tables["norm_pairwise"] = pairwise_mann_whitney(humans, "norm_estimate_WC", "treatment", treatments,
-                                                            section.notes, "norm estimates")
-    section.tables["perception_pairwise"] = _items_pairwise(humans, PERCEPTION_COLUMNS, "perception_", treatments)
+                                                            section.notes, "norm estimates", leading)
+    section.tables["perception_pairwise"] = _items_pairwise(humans, PERCEPTION_COLUMNS, "perception_", treatments,
+                                                            leading)
     if humans[["norm_estimate_WC", *PERCEPTION_COLUMNS]].notna().any().any():
         section.figures["fig4_norms_perceptions"] = partial(figures.norms_perceptions, humans, treatments)
     else:
@@ -255,10 +311,10 @@ def norms_perceptions_section(participants: pd.DataFrame, label_setting: str) ->
 
 
 def _items_pairwise(humans: pd.DataFrame, columns: tuple[str, ...], prefix: str,
-                    treatments: tuple[str, ...]) -> pd.DataFrame:
+                    treatments: tuple[str, ...], leading: tuple[str, ...] = ()) -> pd.DataFrame:
     parts = []
     for column in columns:
-        table = pairwise_mann_whitney(humans, column, "treatment", treatments, [], column)
+        table = pairwise_mann_whitney(humans, column, "treatment", treatments, [], column, leading)
         if not table.empty:
             table.insert(1, "dimension", column.removeprefix(prefix))
             parts.append(table)
@@ -269,7 +325,8 @@ def seven_c_section(participants: pd.DataFrame, label_setting: str) -> Section:
     section = Section("seven_c", "Communication quality (7C)", "", label_setting)
     humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
     treatments = _present(humans["treatment"], TREATMENT_ORDER)
-    section.tables["seven_c_pairwise"] = _items_pairwise(humans, SEVEN_C_COLUMNS, "c7_", treatments)
+    section.tables["seven_c_pairwise"] = _items_pairwise(humans, SEVEN_C_COLUMNS, "c7_", treatments,
+                                                         PAPER_LEADING_GROUPS["seven_c"])
     if humans[list(SEVEN_C_COLUMNS)].notna().any().any():
         section.figures["figS1_seven_c"] = partial(figures.likert_boxes, humans, SEVEN_C_COLUMNS, "c7_", treatments,
                                                                 "Communication quality (7C)")
@@ -288,13 +345,20 @@ def norms_cooperation_section(participants: pd.DataFrame, label_setting: str) ->
         section.notes.append("No participant with both a norm estimate and WC decisions.")
         return section
     humans["norm_group"] = humans["norm_estimate_WC"].clip(upper=3).astype(int).map(NORM_GROUP_LABELS)
-    section.tables["cooperation_by_norm"] = (humans.groupby(["norm_group", "treatment"])["cooperation_rate_WC"]
-                                             .agg(participants="size", mean="mean", sd="std").reset_index())
+    by_norm = (humans.groupby(["norm_group", "treatment"])["cooperation_rate_WC"]
+               .agg(participants="size", mean="mean", sd="std").reset_index())
+    intervals = [stats.mean_interval(humans.loc[(humans["norm_group"] == g) & (humans["treatment"] == t),
+                                                "cooperation_rate_WC"]) for g, t in zip(by_norm["norm_group"],
+                                                                                       by_norm["treatment"])]
+    by_norm["ci_low"] = [low for low, _ in intervals]
+    by_norm["ci_high"] = [high for _, high in intervals]
+    section.tables["cooperation_by_norm"] = by_norm
     parts = []
     for group in NORM_GROUP_LABELS.values():
         subset = humans[humans["norm_group"] == group]
         table = pairwise_mann_whitney(subset, "cooperation_rate_WC", "treatment",
-                                      _present(subset["treatment"], TREATMENT_ORDER), [], group)
+                                      _present(subset["treatment"], TREATMENT_ORDER), [], group,
+                                      PAPER_LEADING_GROUPS["norms_cooperation"])
         if not table.empty:
             table.insert(0, "norm_group", group)
             parts.append(table)
@@ -334,6 +398,23 @@ def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_se
             rows.append(row)
     section.tables["motive_tests"] = pd.DataFrame(rows)
     section.figures["figS3_motives"] = partial(figures.motives, keyed)
+    checks = []
+    for persona in _present(keyed["p2_persona"], PERSONA_ORDER):
+        for check in BREACH_CHECKS:
+            values = keyed.loc[keyed["p2_persona"] == persona, check].dropna()
+            if values.empty:
+                continue
+            yes = int(values.astype(bool).sum())
+            low, high = stats.wilson_interval(yes, len(values))
+            checks.append({"persona": persona, "check": check, "ratings": len(values), "yes": yes,
+                           "percentage": 100 * yes / len(values), "ci_low_percentage": 100 * low,
+                           "ci_high_percentage": 100 * high})
+    if checks:
+        section.notes.append("SI Note 2's second task: two annotators rated each breaching agent's output as "
+                             "logically coherent and free of errors (1/0); percentages of ratings with 95 % "
+                             "Wilson intervals, and the annotators' Cohen's kappa.")
+        section.tables["coherence_error_free"] = pd.DataFrame(checks)
+        section.tables["coherence_error_free_kappa"] = annotation.breach_check_agreement(keyed)
     return section
 
 
@@ -355,7 +436,31 @@ def perception_glm_section(participants: pd.DataFrame, label_setting: str) -> Se
             continue
         section.tables[f"{name}_coefficients"] = fitted.coefficients
         section.tables[f"{name}_fit"] = fitted.fit_summary
+        _note_aliased(section.notes, f"{name}: ", fitted)
+    agent_people = participants[participants["treatment"].isin(AGENT_TREATMENTS)]
+    if "perception_intelligence" in agent_people and agent_people["agent_breach_frequency"].notna().any():
+        test = stats.spearman(agent_people["perception_intelligence"], agent_people["agent_breach_frequency"])
+        pairs = agent_people[["perception_intelligence", "agent_breach_frequency"]].dropna()
+        section.tables["spearman_intelligence_breaking"] = pd.DataFrame([{
+            "x": "perception_intelligence", "y": "agent_breach_frequency", "participants": len(pairs),
+            "rho": test.statistic, "p_value": test.p_value}])
+        section.notes.append("Spearman correlation (R's cor.test(method = \"spearman\", exact = FALSE)) between "
+                             "the agents' perceived intelligence and their promise-breaking frequency f, over the "
+                             "participants of the agent treatments with an f (the paper's main text: 0.11, "
+                             "p = 0.02).")
+    else:
+        section.notes.append("Spearman correlation of perceived intelligence and agents' promise breaking: "
+                             "needs annotations (f) — not computed.")
     return section
+
+
+def _note_aliased(notes: list[str], prefix: str, fitted: models.FittedGLM) -> None:
+    if fitted.aliased:
+        rank = len(fitted.design_columns) - len(fitted.aliased)
+        notes.append(f"{prefix}the design is rank-deficient (rank {rank} of {len(fitted.design_columns)} terms): "
+                     f"{', '.join(fitted.aliased)} cannot be estimated — a constant, or a linear combination of "
+                     "the terms before it (R reports NA) — and are left out of the fit; AIC and AICc count "
+                     f"{rank} parameters.")
 
 
 def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Section:
@@ -365,14 +470,20 @@ def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Se
     rows = []
     for treatment in _present(humans["treatment"], TREATMENT_ORDER):
         ratings = humans.loc[humans["treatment"] == treatment, "believed_human"].dropna()
-        if ratings.empty or not (ratings != 0).any():
+        if ratings.empty:
             continue
         test = stats.signed_rank(ratings)
-        rows.append({"treatment": treatment, "n": len(ratings), "mean": ratings.mean(),
-                     "median": ratings.median(), "V": test.statistic, "p_value": test.p_value})
+        low, high = stats.mean_interval(ratings)
+        rows.append({"treatment": treatment, "n": len(ratings), "mean": ratings.mean(), "ci_low": low,
+                     "ci_high": high, "median": ratings.median(), "V": test.statistic, "p_value": test.p_value})
     section.tables["believed_human_tests"] = pd.DataFrame(rows)
     if not rows:
-        section.notes.append("No `believed_human` ratings different from 0.")
+        section.notes.append("No `believed_human` ratings.")
+    else:
+        section.notes.append("One-sample Wilcoxon signed-rank test of each treatment's ratings against 0 "
+                             "(p not defined when every rating is 0); 95 % t intervals of the mean.")
+        section.figures["figS25_believed_human"] = partial(figures.believed_human, humans,
+                                                           tuple(r["treatment"] for r in rows))
     return section
 
 
@@ -441,10 +552,15 @@ def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
                   .rename(columns={"human": "participants", "agent": "agents"}))
         counts = decisions.groupby(keys).agg(decisions=("choice", "size"),
                                              timed_out=("timed_out", lambda s: int(s.fillna(False).sum())))
-        section.tables["sessions"] = people.join(counts).reset_index().sort_values(
-            ["source", "label_setting", "treatment", "game_order"], ignore_index=True)
+        sessions = people.join(counts).reset_index()
+        demographics = _session_demographics(exports.participants)
+        if not demographics.empty:
+            sessions = sessions.merge(demographics, on="session_code", how="left")
+        section.tables["sessions"] = sessions.sort_values(["source", "label_setting", "treatment", "game_order"],
+                                                          ignore_index=True)
     else:
         section.notes.append("No decisions were loaded: most of the report is empty.")
+    section.tables["sample_by_treatment"] = sample_description(exports.participants)
     section.tables["files"] = exports.files
     calls = exports.llm_calls
     if not calls.empty:
@@ -454,11 +570,50 @@ def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
     return section
 
 
+def _session_demographics(participants: pd.DataFrame) -> pd.DataFrame:
+    """Table S4's per-session columns: mean and SD (n − 1) of age, % women among those who answered."""
+    if participants.empty:
+        return pd.DataFrame()
+    people = participants.drop_duplicates(["session_code", "participant_code"])
+    genders = people["gender"].astype(str).str.strip().str.lower()
+    people = people.assign(_age=pd.to_numeric(people["age"], errors="coerce"),
+                           _woman=(genders == "female").where(genders != ""))
+    return people.groupby("session_code").agg(mean_age=("_age", "mean"), sd_age=("_age", "std"),
+                                              percent_women=("_woman", lambda v: 100 * v.dropna().astype(float).mean()
+                                                             if v.notna().any() else np.nan)).reset_index()
+
+
+def sample_description(participants: pd.DataFrame) -> pd.DataFrame:
+    """Table S4's participant columns per label setting and treatment: participants, mean and SD
+    of age (R's sd, n − 1), % women among those who answered the gender question."""
+    columns = ["label_setting", "treatment", "sessions", "participants", "mean_age", "sd_age",
+               "gender_answers", "percent_women"]
+    if participants.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    people = participants.drop_duplicates(["session_code", "participant_code"])
+    for (label_setting, treatment), group in people.groupby(["label_setting", "treatment"]):
+        ages = pd.to_numeric(group["age"], errors="coerce").dropna()
+        genders = group["gender"].astype(str).str.strip().str.lower()
+        answered = genders[genders != ""]
+        rows.append({"label_setting": label_setting, "treatment": treatment,
+                     "sessions": group["session_code"].nunique(), "participants": len(group),
+                     "mean_age": ages.mean() if len(ages) else np.nan,
+                     "sd_age": ages.std() if len(ages) > 1 else np.nan, "gender_answers": len(answered),
+                     "percent_women": 100 * (answered == "female").mean() if len(answered) else np.nan})
+    order = {value: index for index, value in enumerate(protocol.LABEL_SETTINGS + TREATMENT_ORDER)}
+    table = pd.DataFrame(rows, columns=columns)
+    return table.sort_values(["label_setting", "treatment"], key=lambda c: c.map(order).fillna(99),
+                             ignore_index=True)
+
+
 def annotation_section(kappa: pd.DataFrame, resolved: pd.DataFrame, template_path: Path | None) -> Section:
     section = Section("annotation", "Annotation of the conversations", "SI Note 2")
     if template_path:
-        section.notes.append(f"Annotation template (one row per WC conversation, players anonymised): "
-                             f"{template_path}")
+        section.notes.append(f"Annotation template for the annotators (one row per WC conversation, players "
+                             f"anonymised, opaque item ids in a random order): {template_path}. The key "
+                             f"({Path(template_path).with_name(annotation.KEY_NAME)}) maps items to "
+                             "conversations: keep it, and put it with the filled copies.")
     if resolved.empty:
         section.notes.append("No annotations loaded yet.")
         return section
@@ -477,8 +632,19 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
     elif glm_degree:
         degrees.update(glm_degree)
     decisions = tidy.decisions_table(exports)
-    resolved = annotation.resolve(exports.annotations)
-    kappa = annotation.inter_annotator_agreement(exports.annotations)
+    annotation_key = exports.annotation_key.drop(columns=["_file"], errors="ignore")
+    if template_path is not None:
+        annotation_key = pd.concat([annotation_key, annotation.read_key(
+            Path(template_path).with_name(annotation.KEY_NAME))])
+    annotation_key = annotation_key.drop_duplicates(annotation.ITEM)
+    annotations, unknown = annotation.unblind(exports.annotations, annotation_key)
+    motives, unknown_motives = annotation.unblind(exports.motives, annotation_key, "motive")
+    reported = {(p.file, p.message) for p in exports.problems}
+    for message in unknown + unknown_motives:
+        if ("annotations", message) not in reported:  # analyse() may run twice on one Exports
+            exports.problems.append(Problem("annotations", annotation.ITEM, message))
+    resolved = annotation.resolve(annotations)
+    kappa = annotation.inter_annotator_agreement(annotations)
     conversations = tidy.conversations_table(decisions, exports.messages, resolved)
     sides = tidy.sides_table(conversations)
     participants = tidy.participants_table(exports, decisions, sides)
@@ -501,7 +667,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
             ("norms_perceptions", lambda: norms_perceptions_section(people, label_setting)),
             ("seven_c", lambda: seven_c_section(people, label_setting)),
             ("norms_cooperation", lambda: norms_cooperation_section(people, label_setting)),
-            ("motives", lambda: motives_section(exports.motives, conversations, label_setting)),
+            ("motives", lambda: motives_section(motives, conversations, label_setting)),
             ("perception_glm", lambda: perception_glm_section(people, label_setting)),
         ]
         if label_setting == "uninformed":
@@ -517,4 +683,4 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
             section.title = f"{section.title} — {_label_title(label_setting)}"
             sections.append(section)
     return Analysis(exports, decisions, conversations, sides, participants, agents, resolved, kappa, sections,
-                    template_path)
+                    template_path, annotation_key)

@@ -43,8 +43,9 @@ R_EXACT_LIMIT = 50
 @dataclass(frozen=True)
 class TestResult:
     statistic: float
-    p_value: float
+    p_value: float  # NaN where R's p-value is NaN/NA (a degenerate sample)
     method: str
+    z: float = math.nan  # the normal approximation's z, where the test has one
 
 
 def _clean(values: Sequence[float]) -> np.ndarray:
@@ -61,10 +62,28 @@ def mann_whitney(x: Sequence[float], y: Sequence[float]) -> TestResult:
     x, y = _clean(x), _clean(y)
     if len(x) == 0 or len(y) == 0:
         raise ValueError("Mann–Whitney U needs at least one value in each sample")
+    if len(np.unique(np.concatenate([x, y]))) == 1:
+        # Every value equal: the ranks carry no information. R: W = n1·n2/2, p-value NaN.
+        return TestResult(len(x) * len(y) / 2, math.nan, "Mann–Whitney U: all values equal, p not defined")
     exact = len(x) < R_EXACT_LIMIT and len(y) < R_EXACT_LIMIT and not _has_ties(np.concatenate([x, y]))
     method = "exact" if exact else "asymptotic"
     result = scipy_stats.mannwhitneyu(x, y, alternative="two-sided", use_continuity=True, method=method)
-    return TestResult(float(result.statistic), float(result.pvalue), f"Mann–Whitney U, {method}")
+    return TestResult(float(result.statistic), float(result.pvalue), f"Mann–Whitney U, {method}",
+                      _rank_sum_z(x, y))
+
+
+def _rank_sum_z(x: np.ndarray, y: np.ndarray) -> float:
+    """The standardised W of the normal approximation (with R's continuity correction): the z
+    the paper prints in Figs. S2/S24 beside p."""
+    m, n = len(x), len(y)
+    ranks = scipy_stats.rankdata(np.concatenate([x, y]))
+    w = ranks[:m].sum() - m * (m + 1) / 2
+    _, tie_counts = np.unique(ranks, return_counts=True)
+    variance = m * n / 12 * ((m + n + 1) - (tie_counts ** 3 - tie_counts).sum() / ((m + n) * (m + n - 1)))
+    if variance <= 0:
+        return math.nan
+    difference = w - m * n / 2
+    return float((difference - 0.5 * np.sign(difference)) / math.sqrt(variance))
 
 
 def prop_test(successes: tuple[int, int], trials: tuple[int, int]) -> TestResult:
@@ -85,7 +104,8 @@ def signed_rank(x: Sequence[float], mu: float = 0.0) -> TestResult:
     differences = _clean(x) - mu
     nonzero = differences[differences != 0]
     if len(nonzero) == 0:
-        raise ValueError("the signed-rank test needs at least one value different from mu")
+        # R: wilcox.test(c(0, 0, 0), mu = 0) -> V = 0, p-value NaN.
+        return TestResult(0.0, math.nan, "Wilcoxon signed-rank: every value equals mu, p not defined")
     has_zeros = len(nonzero) < len(differences)
     exact = len(nonzero) < R_EXACT_LIMIT and not _has_ties(np.abs(nonzero)) and not has_zeros
     method = "exact" if exact else "asymptotic"
@@ -99,13 +119,65 @@ def signed_rank(x: Sequence[float], mu: float = 0.0) -> TestResult:
 def cohens_d(x: Sequence[float], y: Sequence[float]) -> float:
     """(mean x − mean y) / pooled standard deviation (ddof 1 in each group)."""
     x, y = _clean(x), _clean(y)
-    if len(x) + len(y) <= 2:
+    if len(x) + len(y) <= 2 or len(x) == 0 or len(y) == 0:
+        return math.nan
+    if np.ptp(x) == 0 and np.ptp(y) == 0:
+        # No spread at all: d is not defined (float rounding would otherwise give a variance
+        # like 1.8e-32 and a huge d).
         return math.nan
     pooled_variance = ((len(x) - 1) * np.var(x, ddof=1 if len(x) > 1 else 0)
                        + (len(y) - 1) * np.var(y, ddof=1 if len(y) > 1 else 0)) / (len(x) + len(y) - 2)
     if pooled_variance == 0:
         return math.nan
     return float((np.mean(x) - np.mean(y)) / math.sqrt(pooled_variance))
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> TestResult:
+    """R's ``cor.test(x, y, method = "spearman", exact = FALSE)``: rho and the p-value of the t
+    approximation; pairs with a missing value are dropped. A constant variable leaves rho NaN."""
+    data = pd.DataFrame({"x": pd.to_numeric(pd.Series(list(x)), errors="coerce"),
+                         "y": pd.to_numeric(pd.Series(list(y)), errors="coerce")}).dropna()
+    if len(data) < 3 or data["x"].nunique() < 2 or data["y"].nunique() < 2:
+        return TestResult(math.nan, math.nan, "Spearman: fewer than 3 pairs or a constant variable")
+    rho, p_value = scipy_stats.spearmanr(data["x"], data["y"])
+    return TestResult(float(rho), float(p_value), f"Spearman, t approximation, n = {len(data)}")
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """R's ``prop.test(x, n, correct = FALSE)$conf.int``: the Wilson score interval."""
+    if trials <= 0:
+        return (math.nan, math.nan)
+    z = scipy_stats.norm.ppf(0.5 + confidence / 2)
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """R's ``t.test(x)$conf.int``: mean ± t·SE; NaN for fewer than 2 values."""
+    data = _clean(values)
+    if len(data) < 2:
+        return (math.nan, math.nan)
+    mean, error = float(np.mean(data)), float(np.std(data, ddof=1) / math.sqrt(len(data)))
+    half = float(scipy_stats.t.ppf(0.5 + confidence / 2, len(data) - 1)) * error
+    return (mean - half, mean + half)
+
+
+P_FLOOR = 1e-15  # below this a double's p-value is rounding noise (0, 1.11e-16, 2.2e-16)
+# Tukey's adjusted p comes from the studentized range distribution; R's ptukey and scipy's /
+# statsmodels' agree to 0.1 % at 1e-6 and drift apart below (3 % at 1e-7, 25 % at 1e-9).
+TUKEY_P_FLOOR = 1e-6
+
+
+def format_p(p: float, floor: float = P_FLOOR) -> str:
+    """p for tables: 3 significant digits; below ``floor`` '< 1e-15' (one spelling for every
+    table); NaN (R's NA/NaN: a degenerate sample) as 'not defined'."""
+    if p is None or pd.isna(p):
+        return "not defined"
+    if p < floor:
+        return f"< {floor:.0e}".replace("e-0", "e-")
+    return f"{p:.3g}"
 
 
 def cohens_h(p1: float, p2: float) -> float:

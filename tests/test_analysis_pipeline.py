@@ -124,9 +124,12 @@ def test_bot_export_folder_with_otree_standard_files(export_dir, tmp_path):
     folder = copy_exports(export_dir, tmp_path / "bots")
     pd.DataFrame({"participant.code": ["abc"], "session.code": ["s1"]}).to_csv(folder / "all_apps_wide.csv",
                                                                              index=False)
+    pd.DataFrame({"session_code": ["s1"], "participant_code": ["abc"], "attempt": [1], "passed": [True],
+                  "answers": ["{}"], "submitted_at": [1.0]}).to_csv(folder / "instructions_custom.csv", index=False)
     exports = from_otree_bot_export(folder)
-    standard = next(p for p in exports.problems if "all_apps_wide.csv" in p.file)
-    assert standard.level == "info"
+    # oTree's own exports are known: listed among the files read, not as problems.
+    assert not any("all_apps_wide.csv" in p.file or "instructions_custom.csv" in p.file for p in exports.problems)
+    assert {"all_apps_wide.csv", "instructions_custom.csv"} <= {Path(f).name for f in exports.files["file"]}
     assert not exports.decisions.empty
     empty = from_otree_bot_export(tmp_path / "nothing-here")
     assert any(p.column == "choice" for p in empty.problems)
@@ -229,8 +232,11 @@ def test_promise_breach_worked_by_hand(tmp_path):
 def test_figure_1_tests_are_scipys_on_the_participants_rates(result):
     people = result.participants[result.participants["label_setting"] == "informed"]
     table = section(result, "cooperation").tables["participants_pairwise_WC"].set_index("comparison")
-    assert list(table.index) == ["H-H vs. H-F", "H-H vs. H-C", "H-H vs. H-S", "H-F vs. H-C", "H-F vs. H-S",
+    # The paper's order (Fig. 1's caption: "H-C vs. H-H"): W and d belong to the group named first.
+    assert list(table.index) == ["H-F vs. H-H", "H-C vs. H-H", "H-S vs. H-H", "H-F vs. H-C", "H-F vs. H-S",
                                  "H-C vs. H-S"]
+    assert (table["W"] + table["W_reversed"] == table["n1"] * table["n2"]).all()
+    assert (table["W_of"] == [c.split(" vs. ")[0] for c in table.index]).all()
     for comparison, row in table.iterrows():
         first, second = comparison.split(" vs. ")
         x = people.loc[people["treatment"] == first, "cooperation_rate_WC"]
@@ -328,9 +334,10 @@ def test_table_s13_glm_equals_the_statsmodels_formula_fit(result):
 def test_perception_and_seven_c_tables_are_scipys_on_the_ratings(result):
     people = result.participants[result.participants["label_setting"] == "informed"]
     table = section(result, "norms_perceptions").tables["perception_pairwise"]
-    row = table[(table["comparison"] == "H-H vs. H-F") & (table["dimension"] == "trustworthiness")].iloc[0]
-    x = people.loc[people["treatment"] == "H-H", "perception_trustworthiness"]
-    y = people.loc[people["treatment"] == "H-F", "perception_trustworthiness"]
+    # Fig. 4's caption compares "fair agents" with humans: H-F first.
+    row = table[(table["comparison"] == "H-F vs. H-H") & (table["dimension"] == "trustworthiness")].iloc[0]
+    x = people.loc[people["treatment"] == "H-F", "perception_trustworthiness"]
+    y = people.loc[people["treatment"] == "H-H", "perception_trustworthiness"]
     assert row["W"] == scipy_stats.mannwhitneyu(x, y).statistic
     assert (row["median1"], row["mean2"]) == (x.median(), pytest.approx(y.mean()))
     seven_c = section(result, "seven_c").tables["seven_c_pairwise"]
@@ -393,7 +400,7 @@ def test_an_empty_treatment_is_named_and_the_others_are_compared(export_dir, tmp
     cooperation = section(analysis, "cooperation")
     assert any("H-C" in note for note in cooperation.notes)
     assert list(cooperation.tables["participants_pairwise_WC"]["comparison"]) == [
-        "H-H vs. H-F", "H-H vs. H-S", "H-F vs. H-S"]
+        "H-F vs. H-H", "H-S vs. H-H", "H-F vs. H-S"]
     assert not any("could not be computed" in note for s in analysis.sections for note in s.notes)
 
 
@@ -461,3 +468,185 @@ def test_simulation_runs_get_their_own_section_by_persona(tmp_path):
     assert breaches.loc["fair", "breach_percentage"] == 0 and breaches.loc["selfish", "breach_percentage"] == 50
     assert (breaches["agreement_percentage"] == 100).all()
     assert (analysis.conversations["p1_code"].str.startswith("fair")).all()
+
+
+# --- Input problems are reported, not absorbed --------------------------------------------------------
+def test_a_cut_off_last_row_is_named_and_not_read_as_partial_answers(export_dir, tmp_path):
+    folder = copy_exports(export_dir, tmp_path / "in")
+    participants = folder / "participants_informed.csv"
+    text = participants.read_text(encoding="utf-8")
+    rows = len(pd.read_csv(participants))
+    last_row_start = text.rstrip("\n").rfind("\n") + 1
+    participants.write_text(text[: last_row_start + 40], encoding="utf-8")  # a download cut mid-row
+    decisions = folder / "decisions_informed.csv"
+    lines = decisions.read_text(encoding="utf-8").splitlines()
+    decisions.write_text("\n".join(lines[:-1] + [lines[-1][: len(lines[-1]) // 3]]), encoding="utf-8")
+    exports = load_exports(folder)
+    cut = [p for p in exports.problems if "fewer fields than the header" in p.message]
+    assert {Path(p.file).name for p in cut} == {"participants_informed.csv", "decisions_informed.csv"}
+    assert all(p.level == "error" and "cut off" in p.message for p in cut)
+    assert f"line {len(lines)}" in next(p for p in cut if "decisions" in p.file).message
+    assert not any("outside DATA.md ('')" in p.message for p in exports.problems)
+    informed = exports.participants[exports.participants["label_setting"] == "informed"]
+    assert len(informed) == rows - 1
+
+
+def test_a_treatment_conflict_between_files_is_reported(export_dir, tmp_path):
+    folder = copy_exports(export_dir, tmp_path / "in")
+    participants = pd.read_csv(folder / "participants_informed.csv", dtype=str, keep_default_na=False)
+    session = participants["session_code"].iloc[0]
+    was = participants.loc[participants["session_code"] == session, "treatment"].iloc[0]
+    other = "H-S" if was != "H-S" else "H-C"
+    participants.loc[participants["session_code"] == session, "treatment"] = other
+    participants.to_csv(folder / "participants_informed.csv", index=False)
+    exports = load_exports(folder)
+    conflict = next(p for p in exports.problems if p.column == "treatment" and session in p.message)
+    assert "participants_informed.csv" in conflict.file and conflict.level == "error"
+    assert f"'{other}' in the participants but '{was}' in the decisions" in conflict.message
+
+
+def test_the_command_line_fails_clearly_without_input(tmp_path, capsys):
+    assert cli_main([str(tmp_path / "does-not-exist"), "--out", str(tmp_path / "r1")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert cli_main([str(tmp_path / "empty"), "--out", str(tmp_path / "r2")]) == 2
+    assert "no CSV files" in capsys.readouterr().err
+    (tmp_path / "other").mkdir()
+    pd.DataFrame({"a": [1]}).to_csv(tmp_path / "other" / "x.csv", index=False)
+    assert cli_main([str(tmp_path / "other"), "--out", str(tmp_path / "r3")]) == 1
+    assert "nothing to analyse" in capsys.readouterr().err
+
+
+def test_otrees_own_exports_of_16_sessions_add_no_problem_lines(export_dir, tmp_path):
+    folder = copy_exports(export_dir, tmp_path / "in")
+    for session in range(16):
+        pd.DataFrame({"participant.code": ["p"], "session.code": [f"s{session}"]}).to_csv(
+            folder / f"all_apps_wide_{session}.csv", index=False)
+        pd.DataFrame({"session_code": [f"s{session}"], "participant_code": ["p"], "attempt": [1], "passed": [1],
+                      "answers": ["{}"], "submitted_at": [0]}).to_csv(folder / f"instructions_{session}.csv",
+                                                                     index=False)
+    assert load_exports(folder).problems == load_exports(export_dir).problems
+
+
+# --- The paper's analyses that were missing -----------------------------------------------------------
+def test_spearman_of_perceived_intelligence_and_agents_promise_breaking(result):
+    table = section(result, "perception_glm").tables["spearman_intelligence_breaking"]
+    people = result.participants[(result.participants["label_setting"] == "informed")
+                                 & result.participants["treatment"].isin(["H-F", "H-C", "H-S"])]
+    pairs = people[["perception_intelligence", "agent_breach_frequency"]].dropna()
+    expected = scipy_stats.spearmanr(pairs["perception_intelligence"], pairs["agent_breach_frequency"])
+    assert table.loc[0, "participants"] == len(pairs)
+    assert table.loc[0, "rho"] == pytest.approx(expected.statistic)
+    assert table.loc[0, "p_value"] == pytest.approx(expected.pvalue)
+
+
+def test_table_s4_sample_description_per_treatment(result):
+    table = section(result, "overview", "").tables["sample_by_treatment"]
+    people = result.exports.participants
+    row = table[(table["label_setting"] == "informed") & (table["treatment"] == "H-F")].iloc[0]
+    group = people[(people["label_setting"] == "informed") & (people["treatment"] == "H-F")]
+    assert row["participants"] == len(group)
+    assert row["mean_age"] == pytest.approx(group["age"].mean())
+    assert row["sd_age"] == pytest.approx(group["age"].std(ddof=1))  # R's sd
+    assert row["percent_women"] == pytest.approx(100 * (group["gender"] == "female").mean())
+    assert list(table["treatment"][table["label_setting"] == "informed"]) == ["H-H", "H-F", "H-C", "H-S"]
+    sessions = section(result, "overview", "").tables["sessions"].set_index("session_code")
+    one = people[people["session_code"] == people["session_code"].iloc[0]]
+    assert sessions.loc[one["session_code"].iloc[0], "mean_age"] == pytest.approx(one["age"].mean())
+    assert sessions.loc[one["session_code"].iloc[0], "sd_age"] == pytest.approx(one["age"].std(ddof=1))
+    assert sessions.loc[one["session_code"].iloc[0], "percent_women"] == pytest.approx(
+        100 * (one["gender"] == "female").mean())
+
+
+def test_norm_group_comparisons_print_z_and_the_paper_order(result):
+    table = section(result, "norms_cooperation").tables["pairwise"]
+    assert {"W", "W_of", "W_reversed", "z", "p_value"} <= set(table.columns)
+    assert table["comparison"].str.startswith("H-H vs.").any()  # "H-H vs. H-F: z = 2.07" (Fig. S2)
+    assert not table["comparison"].str.endswith("vs. H-H").any()
+    asymptotic = table[table["n1"] + table["n2"] > 0]
+    # |z| is the normal quantile of the (tie-corrected, continuity-corrected) p when p is asymptotic.
+    row = asymptotic.iloc[0]
+    assert abs(row["z"]) == pytest.approx(scipy_stats.norm.isf(row["p_value"] / 2), rel=1e-6)
+
+
+def test_rank_deficient_perception_model_reports_not_estimable_terms(export_dir, tmp_path):
+    folder = copy_exports(export_dir, tmp_path / "in")
+    participants = pd.read_csv(folder / "participants_informed.csv", dtype=str, keep_default_na=False)
+    participants["c7_clarity"] = "2"  # everyone answered alike
+    participants["c7_coherence"] = participants["c7_conciseness"]  # two items aliased
+    participants.to_csv(folder / "participants_informed.csv", index=False)
+    glm = section(analyse(load_exports(folder)), "perception_glm")
+    table = glm.tables["humans_vs_agents_coefficients"].set_index("term")
+    assert not table.loc["c7_clarity", "estimable"] and not table.loc["c7_coherence", "estimable"]
+    assert table.loc[["c7_clarity", "c7_coherence"], "estimate"].isna().all()
+    assert table.loc["c7_conciseness", "estimable"]
+    fit = glm.tables["humans_vs_agents_fit"].set_index("measure")["value"]
+    assert fit["rank"] == len(table) - 2
+    assert any("rank-deficient" in note and "c7_clarity, c7_coherence" in note for note in glm.notes)
+
+
+# --- Figures -----------------------------------------------------------------------------------------
+def test_figures_show_intervals_n_and_missing_as_missing(export_dir, tmp_path):
+    import matplotlib.pyplot as plt
+
+    folder = copy_exports(export_dir, tmp_path / "in")
+    participants = pd.read_csv(folder / "participants_informed.csv", dtype=str, keep_default_na=False)
+    # No H-C participant estimates 60-100 %: Fig. S2's H-C bar in that group must be missing, not 0.
+    high = (participants["treatment"] == "H-C") & (pd.to_numeric(participants["norm_estimate_WC"]) >= 3)
+    participants.loc[high, "norm_estimate_WC"] = "1"
+    participants.to_csv(folder / "participants_informed.csv", index=False)
+    analysis = analyse(load_exports(folder))
+    figure = section(analysis, "norms_cooperation").figures["figS2_norms_cooperation"]()
+    axis = figure.axes[0]
+    bars = [p for p in axis.patches if p.get_height() > 0 or p.get_width() > 0]
+    table = section(analysis, "norms_cooperation").tables["cooperation_by_norm"]
+    assert len(bars) == len(table)  # one bar per group with data; none for the empty H-C group
+    assert any(t.get_text() == "no data" for t in axis.texts)
+    assert {"ci_low", "ci_high"} <= set(table.columns)
+    plt.close(figure)
+    agreements = section(analysis, "agreements")
+    figure = agreements.figures["fig2_agreements_breaches"]()
+    left, right = figure.axes
+    assert [t.get_text() for t in left.texts if t.get_text().startswith("n=")]  # n per group
+    assert any(t.get_text() == "no agents" for t in right.texts)  # H-H's agent breach bar is not drawn
+    assert len(right.patches) == 4 + 3  # humans in 4 treatments, agents in 3 (legend patches aside)
+    assert any(t.get_text() == "A" for t in left.texts) and any(t.get_text() == "B" for t in right.texts)
+    plt.close(figure)
+    fig3 = section(analysis, "breach_glm")
+    assert {"lower", "upper"} <= set(fig3.tables["curve"].columns)
+    figure = fig3.figures["fig3_breach_glm"]()
+    assert figure.axes[0].collections  # the band and the scatter
+    hc = [c for c in figure.axes[0].collections if c.get_label().startswith("H-C")]
+    hf = [c for c in figure.axes[0].collections if c.get_label().startswith("H-F")]
+    if hc and hf:  # H-C's points at f = 0 are offset from H-F's
+        assert hc[0].get_offsets()[:, 0].min() != hf[0].get_offsets()[:, 0].min()
+    plt.close(figure)
+
+
+def test_vector_figures_beside_png_and_fig_s25(tmp_path):
+    exports = tmp_path / "exports"
+    parameters = synthetic.SyntheticParameters(participants_per_session=6, label_settings=("uninformed",),
+                                               treatments=("H-H", "H-F"))
+    synthetic.write(synthetic.generate(parameters, seed=5), exports)
+    out = tmp_path / "report"
+    assert cli_main([str(exports), "--out", str(out)]) == 0
+    for suffix in ("png", "svg", "pdf"):
+        assert (out / "figures" / f"figS25_believed_human_uninformed.{suffix}").stat().st_size > 1000
+        assert (out / "figures" / f"fig1_cooperation_uninformed.{suffix}").stat().st_size > 1000
+    assert (out / "figures" / "fig1_cooperation_uninformed.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_a_degenerate_comparison_is_not_defined_in_tables_and_report(export_dir, tmp_path):
+    from analysis.report import write_report
+
+    folder = copy_exports(export_dir, tmp_path / "in")
+    participants = pd.read_csv(folder / "participants_informed.csv", dtype=str, keep_default_na=False)
+    participants["perception_agency"] = "1"  # everyone answered alike
+    participants.to_csv(folder / "participants_informed.csv", index=False)
+    analysis = write_report(load_exports(folder), tmp_path / "report")
+    table = section(analysis, "norms_perceptions").tables["perception_pairwise"]
+    row = table[(table["dimension"] == "agency") & (table["comparison"] == "H-F vs. H-H")].iloc[0]
+    # R: wilcox.test(rep(1, n1), rep(1, n2)) -> W = n1 * n2 / 2, p-value = NaN
+    assert row["W"] == row["n1"] * row["n2"] / 2
+    assert np.isnan(row["p_value"]) and np.isnan(row["cohens_d"])
+    assert "not defined" in (tmp_path / "report" / "report.html").read_text(encoding="utf-8")

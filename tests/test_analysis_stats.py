@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as scipy_stats
 from statsmodels.stats.inter_rater import cohens_kappa as statsmodels_kappa
 
-from analysis import stats
+from analysis import models, stats
 
 
 # --- Mann–Whitney U, reported as R's W ---------------------------------------------------------
@@ -167,3 +167,171 @@ def test_cohens_kappa_counts_unclear_as_a_category_like_statsmodels():
 
 def test_cohens_kappa_of_one_category_only_is_undefined():
     assert math.isnan(stats.cohens_kappa(["A", "A"], ["A", "A"]))
+
+
+# --- Degenerate and rank-deficient inputs: the values R gives (R 4.2.2, run for these tests) -------
+def test_mann_whitney_with_every_value_equal_has_no_p_value_like_r():
+    # R: wilcox.test(c(1, 1, 1), c(1, 1, 1)) -> W = 4.5, p-value = NaN
+    result = stats.mann_whitney([1, 1, 1], [1, 1, 1])
+    assert result.statistic == 4.5 and math.isnan(result.p_value)
+    # R: wilcox.test(c(0.5, 0.5), c(0.5, 0.5, 0.5)) -> W = 3, p-value = NaN
+    result = stats.mann_whitney([0.5, 0.5], [0.5, 0.5, 0.5])
+    assert result.statistic == 3 and math.isnan(result.p_value)
+    # Two constant groups that differ are a real result.
+    # R: wilcox.test(c(1, 1, 1), c(2, 2, 2)) -> W = 0, p-value = 0.0468541776038738
+    result = stats.mann_whitney([1, 1, 1], [2, 2, 2])
+    assert result.statistic == 0 and result.p_value == pytest.approx(0.0468541776038738, rel=1e-9)
+
+
+def test_mann_whitney_z_is_rs_normal_approximation():
+    # R: r <- wilcox.test(c(0.1, 0.3, 0.3, 0.5, 0.9, 0.2), c(0.3, 0.4, 0.8, 0.8, 1.0), exact = FALSE)
+    #    r$statistic -> 7; r$p.value -> 0.166010564370933; qnorm(r$p.value / 2) -> -1.38513705140062
+    result = stats.mann_whitney([0.1, 0.3, 0.3, 0.5, 0.9, 0.2], [0.3, 0.4, 0.8, 0.8, 1.0])
+    assert result.statistic == 7
+    assert result.p_value == pytest.approx(0.166010564370933, rel=1e-9)
+    assert result.z == pytest.approx(-1.38513705140062, rel=1e-9)
+    # Without ties R's p is exact (0.4) but the z of the approximation is still defined:
+    # R: qnorm(wilcox.test(c(3, 5, 7), c(1, 2, 6), exact = FALSE)$p.value / 2, lower.tail = FALSE)
+    #    -> 0.87287156094397
+    assert stats.mann_whitney([3, 5, 7], [1, 2, 6]).z == pytest.approx(0.87287156094397, rel=1e-9)
+    assert math.isnan(stats.mann_whitney([1, 1], [1, 1, 1]).z)
+
+
+def test_signed_rank_with_every_value_zero_has_no_p_value_like_r():
+    # R: wilcox.test(c(0, 0, 0), mu = 0) -> V = 0, p-value = NaN
+    result = stats.signed_rank([0, 0, 0])
+    assert result.statistic == 0 and math.isnan(result.p_value)
+
+
+def test_cohens_d_without_any_spread_is_not_defined():
+    # R: x <- c(0.1, 0.1, 0.1); y <- c(0.3, 0.3)
+    #    (mean(x) - mean(y)) / sqrt(((3 - 1) * var(x) + (2 - 1) * var(y)) / (3 + 2 - 2)) -> -Inf
+    # (var(x) is 0 in R; in numpy the mean of 0.1s rounds and the variance is ~1e-33, which gave a
+    # "d" of −1e15.) Neither is a number a reader can use: d is not defined.
+    assert math.isnan(stats.cohens_d([0.1, 0.1, 0.1], [0.3, 0.3]))
+    assert math.isnan(stats.cohens_d([1, 1, 1], [1, 1, 1]))
+    assert math.isnan(stats.cohens_d([1.0], [2.0]))  # no degree of freedom
+
+
+def test_spearman_is_rs_cor_test():
+    # R: cor.test(c(1, 2, 3, 4, 5, 6, 7, 8), c(2, 1, 4, 3, 7, 8, 6, 5), method = "spearman", exact = FALSE)
+    #    -> rho = 0.738095238095238, p-value = 0.0365527610528607
+    result = stats.spearman([1, 2, 3, 4, 5, 6, 7, 8], [2, 1, 4, 3, 7, 8, 6, 5])
+    assert result.statistic == pytest.approx(0.738095238095238, rel=1e-12)
+    assert result.p_value == pytest.approx(0.0365527610528607, rel=1e-9)
+    # With ties. R: cor.test(c(1, 2, 2, 4, 5, 6, 6, 8, 3, 1),
+    #    c(0.2, 0.1, 0.4, 0.4, 0.7, 0.9, 0.6, 0.5, 0.3, 0.2), method = "spearman", exact = FALSE)
+    #    -> rho = 0.821542350505539, p-value = 0.00355591164996831
+    result = stats.spearman([1, 2, 2, 4, 5, 6, 6, 8, 3, 1], [0.2, 0.1, 0.4, 0.4, 0.7, 0.9, 0.6, 0.5, 0.3, 0.2])
+    assert result.statistic == pytest.approx(0.821542350505539, rel=1e-12)
+    assert result.p_value == pytest.approx(0.00355591164996831, rel=1e-9)
+    # R: cor.test(c(1, 1, 1, 1), c(1, 2, 3, 4), method = "spearman", exact = FALSE)$estimate -> NA
+    result = stats.spearman([1, 1, 1, 1], [1, 2, 3, 4])
+    assert math.isnan(result.statistic) and math.isnan(result.p_value)
+    # Pairs with a missing value are dropped (R: cor.test drops incomplete pairs).
+    assert stats.spearman([1, 2, 3, 4, 5, 6, 7, 8, np.nan], [2, 1, 4, 3, 7, 8, 6, 5, 3]).statistic == \
+        pytest.approx(0.738095238095238)
+
+
+def test_wilson_interval_is_rs_prop_test_without_correction():
+    # R: prop.test(7, 20, correct = FALSE)$conf.int -> 0.181191824101082 0.567145723314764
+    assert stats.wilson_interval(7, 20) == pytest.approx((0.181191824101082, 0.567145723314764), rel=1e-9)
+    # R: prop.test(3, 10, correct = FALSE)$conf.int -> 0.107791267406301 0.603221852538855
+    assert stats.wilson_interval(3, 10) == pytest.approx((0.107791267406301, 0.603221852538855), rel=1e-9)
+    # R: prop.test(0, 12, correct = FALSE)$conf.int -> 0 0.242494006655241
+    assert stats.wilson_interval(0, 12) == pytest.approx((0.0, 0.242494006655241), rel=1e-9, abs=1e-15)
+    # R: prop.test(12, 12, correct = FALSE)$conf.int -> 0.757505993344759 1
+    assert stats.wilson_interval(12, 12) == pytest.approx((0.757505993344759, 1.0), rel=1e-9)
+    assert all(math.isnan(v) for v in stats.wilson_interval(0, 0))
+
+
+def test_mean_interval_is_rs_t_test():
+    # R: t.test(c(0.2, 0.4, 0.4, 0.9, 0.5))$conf.int -> 0.158603242926801 0.801396757073199
+    assert stats.mean_interval([0.2, 0.4, 0.4, 0.9, 0.5]) == pytest.approx((0.158603242926801, 0.801396757073199),
+                                                                         rel=1e-9)
+    assert all(math.isnan(v) for v in stats.mean_interval([0.5]))
+
+
+def test_tukey_p_values_agree_with_r_where_ptukey_is_accurate_and_print_with_a_floor():
+    # R: v <- c(0.1, 0.4, 0.35, 0.2, 0.5, 0.3, 0.6, 0.45, 0.2, 0.25, 0.3, 0.5)
+    #    g <- factor(rep(c("a", "b", "c"), each = 4)); TukeyHSD(aov(v ~ g))$g
+    #    b-a diff 0.2, lwr -0.0596089833893924, upr 0.459608983389392, p adj 0.134131196612106
+    #    c-a 0.05 … p adj 0.855087914902701; c-b -0.15 … p adj 0.289375131301170
+    values = pd.Series([0.1, 0.4, 0.35, 0.2, 0.5, 0.3, 0.6, 0.45, 0.2, 0.25, 0.3, 0.5])
+    groups = pd.Series(list("aaaabbbbcccc"))
+    table = stats.tukey_hsd(values, groups)
+    np.testing.assert_allclose(table["difference"], [0.2, 0.05, -0.15], atol=1e-12)
+    np.testing.assert_allclose(table["lower_bound"][0], -0.0596089833893924, rtol=1e-6)
+    np.testing.assert_allclose(table["p_value"], [0.134131196612106, 0.855087914902701, 0.289375131301170],
+                               rtol=1e-5)
+    # Far in the tail R's ptukey and the studentized range of scipy/statsmodels drift apart:
+    # R: same with v <- c(0.1, 0.2, 0.15, 0.12, 0.4, 0.5, 0.45, 0.42, 0.5, 0.55, 0.52, 0.51)
+    #    -> b-a p adj 3.51031181333727e-06 (0.05 % apart); with +0.6 instead of +0.3 R gives
+    #    6.73382027915892e-09, statsmodels 8.5e-09. Hence the report prints Tukey p below 1e-6 as
+    #    "< 1e-6", and any other p below 1e-15 (statsmodels' "0" and "1.11e-16") as "< 1e-15".
+    shifted = pd.Series([0.1, 0.2, 0.15, 0.12, 0.4, 0.5, 0.45, 0.42, 0.5, 0.55, 0.52, 0.51])
+    assert stats.tukey_hsd(shifted, groups)["p_value"][0] == pytest.approx(3.51031181333727e-06, rel=1e-3)
+    far = stats.tukey_hsd(pd.Series([0.0] * 4 + [1.0] * 4 + [0.5, 0.5, 0.5, 0.5001]), groups)
+    assert [stats.format_p(p, stats.TUKEY_P_FLOOR) for p in far["p_value"]] == ["< 1e-6"] * 3
+    assert [stats.format_p(p) for p in (0.0, 1.11e-16, 2.2e-16)] == ["< 1e-15"] * 3
+    assert stats.format_p(0.0123) == "0.0123" and stats.format_p(math.nan) == "not defined"
+
+
+# The data of the GLM tests, also given to R.
+GLM_SUCCESSES = np.array([3, 7, 5, 9, 2, 6, 8, 4, 10, 1, 6, 7], dtype=float)
+GLM_TRIALS = np.full(12, 10.0)
+GLM_X1 = np.array([-1.2, 0.3, 0.1, 1.5, -0.8, 0.4, 1.1, -0.2, 1.9, -1.7, 0.2, 0.6])
+GLM_X3 = np.array([0.5, -0.1, 0.9, 0.2, -1.1, 0.3, -0.4, 1.2, 0.0, -0.6, 0.8, -0.3])
+
+
+def test_a_rank_deficient_glm_is_what_r_reports():
+    # R: s <- c(3, 7, 5, 9, 2, 6, 8, 4, 10, 1, 6, 7); n <- rep(10, 12)
+    #    x1 <- c(-1.2, 0.3, 0.1, 1.5, -0.8, 0.4, 1.1, -0.2, 1.9, -1.7, 0.2, 0.6); x2 <- 2 * x1
+    #    x3 <- c(0.5, -0.1, 0.9, 0.2, -1.1, 0.3, -0.4, 1.2, 0.0, -0.6, 0.8, -0.3); x4 <- x1 + x3
+    #    m <- glm(cbind(s, n - s) ~ x1 + x2 + x3 + x4, family = binomial)
+    #    coef(m) -> 0.0898223791871742 1.3612671192421133 NA 0.0203282517135225 NA
+    #    summary(m)$coefficients[, 2] -> 0.229330800610044 0.276341748855144 0.319825121047376
+    #    summary(m)$coefficients[, 4] -> 6.95300820077814e-01 8.39180913443508e-07 9.49320166851681e-01
+    #    m$rank -> 3; AIC(m) -> 36.8303531792623; deviance 3.21887969410634; null 40.3007059990387
+    design = pd.DataFrame({"intercept": 1.0, "x1": GLM_X1, "x2": 2 * GLM_X1, "x3": GLM_X3, "x4": GLM_X1 + GLM_X3})
+    fitted = models.binomial_glm(GLM_SUCCESSES, GLM_TRIALS, design)
+    table = fitted.coefficients.set_index("term")
+    assert fitted.aliased == ("x2", "x4")
+    assert table["estimable"].tolist() == [True, True, False, True, False]
+    assert table.loc[["x2", "x4"], ["estimate", "standard_error", "z", "p_value"]].isna().all().all()
+    np.testing.assert_allclose(table.loc[["intercept", "x1", "x3"], "estimate"],
+                               [0.0898223791871742, 1.3612671192421133, 0.0203282517135225], rtol=1e-6)
+    np.testing.assert_allclose(table.loc[["intercept", "x1", "x3"], "standard_error"],
+                               [0.229330800610044, 0.276341748855144, 0.319825121047376], rtol=1e-6)
+    np.testing.assert_allclose(table.loc[["intercept", "x1", "x3"], "p_value"],
+                               [6.95300820077814e-01, 8.39180913443508e-07, 9.49320166851681e-01], rtol=1e-5)
+    fit = fitted.fit_summary.set_index("measure")["value"]
+    assert fit["rank"] == 3 and fit["terms"] == 5
+    assert fit["AIC"] == pytest.approx(36.8303531792623, rel=1e-9)
+    assert fit["residual deviance"] == pytest.approx(3.21887969410634, rel=1e-7)
+    assert fit["null deviance"] == pytest.approx(40.3007059990387, rel=1e-9)
+    # AICc counts the rank (3), not the 5 columns.
+    assert fit["AICc"] == pytest.approx(36.8303531792623 + 2 * 3 * 4 / (12 - 3 - 1), rel=1e-9)
+
+
+def test_an_item_everyone_answered_alike_is_not_estimable():
+    # R: z <- rep(0, 12); m2 <- glm(cbind(s, n - s) ~ z + x1 + x3, family = binomial)
+    #    coef(m2) -> 0.0898223791871742 NA 1.3612671192421133 0.0203282517135225; m2$rank -> 3
+    #    AIC(m2) -> 36.8303531792623
+    design = pd.DataFrame({"intercept": 1.0, "z": 0.0, "x1": GLM_X1, "x3": GLM_X3})
+    fitted = models.binomial_glm(GLM_SUCCESSES, GLM_TRIALS, design)
+    assert fitted.aliased == ("z",)
+    assert fitted.fit_summary.set_index("measure")["value"]["AIC"] == pytest.approx(36.8303531792623, rel=1e-9)
+
+
+def test_the_fig_3_band_is_rs_predict_with_se_fit():
+    # R: f <- c(0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 0.5)
+    #    m3 <- glm(cbind(s, n - s) ~ f + I(f^2), family = binomial)
+    #    p <- predict(m3, newdata = data.frame(f = c(0, 0.5, 1)), type = "link", se.fit = TRUE)
+    #    plogis(p$fit - qnorm(0.975) * p$se.fit) -> 0.229718952081016 0.507865147918823 0.243354311674340
+    #    plogis(p$fit + qnorm(0.975) * p$se.fit) -> 0.664621149704198 0.748428860236758 0.680466118127235
+    frequency = np.array([0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 0.5])
+    design = pd.DataFrame({"intercept": 1.0, "linear": frequency, "quadratic": frequency ** 2})
+    band = models.breach_curve_band(models.binomial_glm(GLM_SUCCESSES, GLM_TRIALS, design), points=3)
+    np.testing.assert_allclose(band["lower"], [0.229718952081016, 0.507865147918823, 0.243354311674340], rtol=1e-6)
+    np.testing.assert_allclose(band["upper"], [0.664621149704198, 0.748428860236758, 0.680466118127235], rtol=1e-6)
