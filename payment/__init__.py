@@ -13,6 +13,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 import protocol
 from lab import game as lab_game
 from lab import agent_pages, exports
+from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
 
