@@ -139,3 +139,4 @@ custom_export = exports.participants_rows
 custom_export_decisions = exports.decisions_rows
 custom_export_messages = exports.messages_rows
 custom_export_llm_calls = agent_pages.llm_call_rows
+custom_export_manifest = exports.manifest_rows  # docs/DATA.md 'manifest'
