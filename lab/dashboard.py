@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import threading
 import time
 from collections import Counter, defaultdict
 
@@ -118,27 +119,25 @@ def round_start_waits(session) -> list[dict]:
     return waits
 
 
-def page_times(session, participant_code: str | None = None) -> dict[str, list[dict]]:
-    """oTree's page-time records (its PageTimes export) of a session, per participant, in order:
-    the rows already written to the database plus those still in this process's buffer."""
-    from otree import common2
-    from otree.database import dbq, values_flat
-    from otree.models_concrete import PageTimeBatch
+# oTree's page-time batches are append-only: each session's parsed lines are kept with the last
+# batch id read, so a dashboard poll reads only the batches written since the previous poll.
+_PAGE_TIME_CACHE: dict[str, tuple[int, list[dict]]] = {}
+_PAGE_TIME_CACHE_LOCK = threading.Lock()
 
-    texts = list(values_flat(dbq(PageTimeBatch).order_by("id"), PageTimeBatch.text))
-    texts += list(common2.page_completion_buffer)
+
+def _parse_page_time_lines(texts, session_code: str) -> list[dict]:
+    from otree import common2
+
     columns = list(common2.TimeSpentRow.__annotations__)
-    prefix = f"{session.code},"
-    result: dict[str, list[dict]] = defaultdict(list)
+    prefix = f"{session_code},"
+    rows = []
     for text in texts:
-        for line in text.splitlines():
+        for line in (text or "").splitlines():
             if not line.startswith(prefix):
                 continue
             values = dict(zip(columns, line.split(",")))
-            if participant_code and values.get("participant_code") != participant_code:
-                continue
             try:
-                result[values["participant_code"]].append(dict(
+                rows.append(dict(
                     participant_code=values["participant_code"], page_index=int(values["page_index"]),
                     app_name=values["app_name"], page_name=values["page_name"],
                     completed_at=int(values["epoch_time_completed"]), round_number=int(values["round_number"]),
@@ -147,60 +146,95 @@ def page_times(session, participant_code: str | None = None) -> dict[str, list[d
                 ))
             except (KeyError, ValueError):
                 continue  # a malformed line is skipped, never fatal for the page
-    for rows in result.values():
-        rows.sort(key=lambda r: (r["page_index"], r["completed_at"]))
+    return rows
+
+
+def page_times(session, participant_code: str | None = None) -> dict[str, list[dict]]:
+    """oTree's page-time records (its PageTimes export) of a session, per participant, in order:
+    the rows already written to the database plus those still in this process's buffer."""
+    from otree import common2
+    from otree.database import dbq
+    from otree.models_concrete import PageTimeBatch
+
+    with _PAGE_TIME_CACHE_LOCK:
+        last_id, stored = _PAGE_TIME_CACHE.get(session.code, (0, []))
+        new = dbq(PageTimeBatch).filter(PageTimeBatch.id > last_id).order_by(PageTimeBatch.id).with_entities(
+            PageTimeBatch.id, PageTimeBatch.text).all()
+        if new:
+            stored = stored + _parse_page_time_lines((text for _, text in new), session.code)
+            last_id = new[-1][0]
+            _PAGE_TIME_CACHE[session.code] = (last_id, stored)
+    rows = stored + _parse_page_time_lines(list(common2.page_completion_buffer), session.code)
+    result: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        if participant_code and row["participant_code"] != participant_code:
+            continue
+        result[row["participant_code"]].append(dict(row))
+    for participant_rows in result.values():
+        participant_rows.sort(key=lambda r: (r["page_index"], r["completed_at"]))
     return result
+
+
+def _columns(module, session, Model, *columns):
+    """Only the named columns of a game's rows of this session (no ORM objects: the dashboard is
+    polled every few seconds under oTree's global lock, so it reads what it shows, nothing more).
+    ``Model`` is the app's Player or a table linked to it; Player.round_number comes first."""
+    from otree.database import dbq
+
+    Player = module.Player
+    query = dbq(Model)
+    if Model is not Player:
+        query = query.join(Player, Model.player_id == Player.id)
+    return query.filter(Player.session_id == session.id).with_entities(Player.round_number, *columns).all()
 
 
 def experiment(session) -> dict:
     """Per game and round: cooperation (humans, agents), agreements and breaches (WC), messages
     not sent in time, decisions timed out."""
     p = params(session)
+    codes = {pp.id: pp.code for pp in session.get_participants()}
     games = {}
     for game in protocol.GAME_ORDERS[p.game_order]:
         module = _game_tables(GAME_APPS[game])
+        Player = module.Player
+        with_chat = getattr(module, "Message", None) is not None
         rounds = range(1, p.rounds_per_game + 1)
         human = {r: [0, 0] for r in rounds}  # cooperations, decisions
         agent = {r: [0, 0] for r in rounds}
         timed_out = {r: 0 for r in rounds}
         unsent = {r: 0 for r in rounds}
-        players = [pl for pl in module.Player.objects_filter(session=session) if pl.round_number in human]
-        choice_of: dict[tuple, str] = {}
-        for pl in players:
-            choice = pl.field_maybe_none("choice")
-            if not choice:
+        decided_pairs = set()
+        for r, choice, choice_timed_out, participant_id, associate_code, associate_choice in _columns(
+                module, session, Player, Player.choice, Player.choice_timed_out, Player.participant_id,
+                Player.associate_code, Player.associate_choice):
+            if r not in human or not choice:
                 continue
-            human[pl.round_number][0] += choice == protocol.COOPERATE
-            human[pl.round_number][1] += 1
-            timed_out[pl.round_number] += bool(pl.field_maybe_none("choice_timed_out"))
-            choice_of[(pl.round_number, pl.participant.code)] = choice
+            human[r][0] += choice == protocol.COOPERATE
+            human[r][1] += 1
+            timed_out[r] += bool(choice_timed_out)
+            if associate_choice:
+                decided_pairs.add((r, _pair_key(codes.get(participant_id), associate_code), choice, associate_choice))
         if p.with_agents:
-            for turn in module.AgentTurn.objects_filter().join(module.Player).filter(
-                    module.Player.session == session):
-                if turn.kind != "decision" or turn.choice is None or turn.player.round_number not in agent:
+            Turn = module.AgentTurn
+            for r, kind, status, choice in _columns(module, session, Turn, Turn.kind, Turn.status, Turn.choice):
+                if kind != "decision" or choice is None or r not in agent:
                     continue
-                agent[turn.player.round_number][0] += turn.choice == protocol.COOPERATE
-                agent[turn.player.round_number][1] += 1
-                timed_out[turn.player.round_number] += turn.status == "fallback"
-                choice_of[(turn.player.round_number, turn.agent_id + "@" + turn.player.participant.code)] = turn.choice
+                agent[r][0] += choice == protocol.COOPERATE
+                agent[r][1] += 1
+                timed_out[r] += status == "fallback"
         agreements = {r: [0, 0, 0] for r in rounds}  # pairs decided, agreements, breaches
-        if getattr(module, "Message", None) is not None:
-            proposes: dict[tuple, set] = defaultdict(set)  # (round, conversation) -> senders proposing A
-            for message in module.Message.objects_filter().join(module.Player).filter(
-                    module.Player.session == session):
-                r = message.player.round_number
+        if with_chat:
+            Message = module.Message
+            proposes: dict[tuple, set] = defaultdict(set)  # (round, pair) -> senders proposing A
+            for r, sent_in_time, text, sender, receiver in _columns(
+                    module, session, Message, Message.sent_in_time, Message.text, Message.sender_code,
+                    Message.receiver_code):
                 if r not in unsent:
                     continue
-                if not message.sent_in_time:
+                if not sent_in_time:
                     unsent[r] += 1
-                    continue
-                if PROPOSES_A.search(message.text or ""):
-                    proposes[(r, _pair_key(message.sender_code, message.receiver_code))].add(message.sender_code)
-            decided_pairs = set()
-            for pl in players:
-                if pl.field_maybe_none("choice") and pl.field_maybe_none("associate_choice"):
-                    decided_pairs.add((pl.round_number, _pair_key(pl.participant.code, pl.associate_code),
-                                       pl.choice, pl.associate_choice))
+                elif PROPOSES_A.search(text or ""):
+                    proposes[(r, _pair_key(sender, receiver))].add(sender)
             for r, pair, own, other in decided_pairs:
                 agreements[r][0] += 1
                 if len(proposes.get((r, pair), ())) == 2:
@@ -212,9 +246,9 @@ def experiment(session) -> dict:
             agent_cooperation=[_rate(*agent[r]) for r in rounds] if p.with_agents else None,
             decisions=[human[r][1] for r in rounds],
             timed_out=[timed_out[r] for r in rounds],
-            unsent_messages=[unsent[r] for r in rounds] if getattr(module, "Message", None) is not None else None,
-            agreement_rate=[_rate(agreements[r][1], agreements[r][0]) for r in rounds],
-            breach_rate=[_rate(agreements[r][2], agreements[r][1]) for r in rounds],
+            unsent_messages=[unsent[r] for r in rounds] if with_chat else None,
+            agreement_rate=[_rate(agreements[r][1], agreements[r][0]) for r in rounds] if with_chat else None,
+            breach_rate=[_rate(agreements[r][2], agreements[r][1]) for r in rounds] if with_chat else None,
             agreements_total=sum(a[1] for a in agreements.values()),
             breaches_total=sum(a[2] for a in agreements.values()),
             pairs_total=sum(a[0] for a in agreements.values()),
@@ -233,18 +267,24 @@ def agents_health(session) -> dict | None:
         return None
     from lab import agent_runtime as agents
 
+    from otree.database import dbq
+
     latencies, statuses, reasons = [], Counter(), Counter()
     calls = 0
+    spent = 0.0  # the same sum as agent_runtime.session_spent, from the columns only
     for app in GAME_APPS.values():
         module = _game_tables(app)
-        for call in module.LlmCall.objects_filter(session_code=session.code):
+        Call, Turn = module.LlmCall, module.AgentTurn
+        for status, sent, done, cost in dbq(Call).filter(Call.session_code == session.code).with_entities(
+                Call.status, Call.time_sent, Call.time_done, Call.cost):
             calls += 1
-            statuses[call.status or "?"] += 1
-            if call.time_done is not None and call.time_sent is not None:
-                latencies.append(call.time_done - call.time_sent)
-        for turn in module.AgentTurn.objects_filter().join(module.Player).filter(module.Player.session == session):
-            if turn.status == "fallback":
-                reasons[turn.fallback_reason or "unknown"] += 1
+            statuses[status or "?"] += 1
+            spent += cost or 0.0
+            if done is not None and sent is not None:
+                latencies.append(done - sent)
+        for _, status, reason in _columns(module, session, Turn, Turn.status, Turn.fallback_reason):
+            if status == "fallback":
+                reasons[reason or "unknown"] += 1
     limit = agents.budget_limit(session)
     config = agents.model_config(session)
     return dict(
@@ -255,7 +295,7 @@ def agents_health(session) -> dict | None:
         latency_p95=percentile(latencies, 0.95),
         latency_mean=statistics.fmean(latencies) if latencies else None,
         fallbacks_by_reason=dict(reasons),
-        spent=round(agents.session_spent(session), 6),
+        spent=round(spent, 6),
         budget=limit,
         model_check=model_check_status(session),
     )
