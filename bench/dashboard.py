@@ -28,8 +28,9 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
 
-def fill_session(session, rounds: int) -> None:
-    """Rows of a finished session, written directly (the bench measures reading them)."""
+def fill_session(session, rounds: int, games=("game_with_chat", "game_without_chat")) -> None:
+    """Rows of a finished session (or of its first ``rounds`` rounds of ``games``), written directly:
+    the bench measures reading them."""
     import protocol
     from otree.common import get_models_module
     from otree.database import db
@@ -40,7 +41,7 @@ def fill_session(session, rounds: int) -> None:
     page_lines = []
     prompt = json.dumps([{"role": "system", "content": "You are a participant. " * 120},
                          {"role": "user", "content": "Round history and the associate's message. " * 40}])
-    for game_index, app in enumerate(("game_with_chat", "game_without_chat")):
+    for game_index, app in enumerate(games):
         module = get_models_module(app)
         with_chat = app == "game_with_chat"
         for player in module.Player.objects_filter(session=session):
@@ -85,8 +86,10 @@ def fill_session(session, rounds: int) -> None:
             pages = (["RoundStart", "Message1", "Read1", "Message2", "Read2", "Decision", "Result"] if with_chat
                      else ["RoundStart", "Decision", "Result"])
             for index, page in enumerate(pages):
+                # everyone leaves RoundStart together; other pages end at each one's own pace
+                completed = int(t0 + index * 10 + (0 if page == "RoundStart" else rng.uniform(0, 9)))
                 page_lines.append(f"{session.code},{player.participant.id_in_session},{code},"
-                                  f"{(game_index * rounds + r) * 10 + index},{app},{page},{int(t0) + index * 10},"
+                                  f"{(game_index * rounds + r) * 10 + index},{app},{page},{completed},"
                                   f"{r},0,{int(page == 'RoundStart')}\n")
     for start in range(0, len(page_lines), 50):  # oTree writes its page times in batches of ~50
         db.add(PageTimeBatch(text="".join(page_lines[start:start + 50])))

@@ -130,7 +130,6 @@ def render_index(session) -> str:
 def _messages_html(messages: list[dict], own: str) -> str:
     lines = []
     for m in messages:
-        direction = "→" if m["sender"] == own else "←"
         if m["sent_in_time"]:
             text = f'<span class="lab-text">{_e(m["text"])}</span>'
             when = _clock(m["sent_at"])
@@ -139,8 +138,9 @@ def _messages_html(messages: list[dict], own: str) -> str:
             if m["unsent_draft"]:
                 text += f' <span class="text-muted">unsent draft: <span class="lab-text">{_e(m["unsent_draft"])}</span></span>'
             when = ""
-        lines.append(f'<div class="lab-message">message {m["stage"]} {direction} <b>{_e(m["sender"])}</b> '
-                     f'<small class="text-muted">{when}</small>: {text}</div>')
+        lines.append(f'<div class="lab-message{" lab-own" if m["sender"] == own else ""}">message {m["stage"]} · '
+                     f'<b>{_e(m["sender"])}</b> → {_e(m["receiver"])} <small class="text-muted">{when}</small>: '
+                     f'{text}</div>')
     return "".join(lines)
 
 

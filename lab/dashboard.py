@@ -240,13 +240,19 @@ def experiment(session) -> dict:
                 if len(proposes.get((r, pair), ())) == 2:
                     agreements[r][1] += 1
                     agreements[r][2] += protocol.DEFECT in (own, other)
+        # A round nobody has reached yet has no counts (a gap in the plots, not a zero).
+        reached = {r for r in rounds if human[r][1] or agent[r][1] or unsent[r] or timed_out[r]}
+
+        def counts(values: dict) -> list:
+            return [values[r] if r in reached else None for r in rounds]
+
         games[game] = dict(
             rounds=list(rounds),
             human_cooperation=[_rate(*human[r]) for r in rounds],
             agent_cooperation=[_rate(*agent[r]) for r in rounds] if p.with_agents else None,
             decisions=[human[r][1] for r in rounds],
-            timed_out=[timed_out[r] for r in rounds],
-            unsent_messages=[unsent[r] for r in rounds] if with_chat else None,
+            timed_out=counts(timed_out),
+            unsent_messages=counts(unsent) if with_chat else None,
             agreement_rate=[_rate(agreements[r][1], agreements[r][0]) for r in rounds] if with_chat else None,
             breach_rate=[_rate(agreements[r][2], agreements[r][1]) for r in rounds] if with_chat else None,
             agreements_total=sum(a[1] for a in agreements.values()),

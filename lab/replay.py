@@ -107,7 +107,9 @@ def participant_timeline(session, participant_code: str) -> dict | None:
 
 
 def agent_timeline(session, game: str, agent_id: str) -> dict | None:
-    """The same rounds from the agent's side: each human it met, its turns and calls."""
+    """The same rounds from the agent's side: each human it met, its turns and calls. ``game`` is
+    WC/WoC or the game app's name (the agents page links with the app's name)."""
+    game = {app: code for code, app in GAME_APPS.items()}.get(game, game)
     if game not in GAME_APPS:
         return None
     module = _module(game)

@@ -38,7 +38,7 @@
     return a;
   }
 
-  function drawPlot(key, title, rounds, series, yMax) {
+  function drawPlot(key, title, rounds, series, yMax, caption) {
     var container = document.getElementById("plot-" + key);
     if (!container) {
       container = el("div", null, "lab-plot");
@@ -46,8 +46,9 @@
       document.getElementById("dash-plots").appendChild(container);
     }
     var data = [rounds].concat(series.map(function (s) { return s.values; }));
-    if (plots[key]) { plots[key].setData(data); return; }
-    var width = Math.max(320, Math.min(container.parentNode.clientWidth - 10, 640));
+    if (plots[key]) { plots[key].setData(data); setCaption(container, caption); return; }
+    var available = container.parentNode.clientWidth;
+    var width = available >= 900 ? Math.floor(available / 2) - 8 : Math.max(300, available - 8);
     plots[key] = new uPlot({
       title: title, width: width, height: 190,
       scales: { x: { time: false }, y: { range: yMax ? [0, yMax] : function (u, min, max) { return [0, Math.max(1, max)]; } } },
@@ -56,6 +57,17 @@
         return { label: s.label, stroke: s.color, width: 2, points: { size: 6 }, spanGaps: false };
       }))
     }, data, container);
+    setCaption(container, caption, width);
+  }
+
+  function setCaption(container, caption, width) {
+    if (!caption) return;
+    var note = container.querySelector(".lab-caption");
+    if (!note) {
+      note = container.appendChild(el("div", null, "lab-caption small text-muted"));
+      note.style.maxWidth = width + "px";
+    }
+    note.textContent = caption;
   }
 
   function render(d) {
@@ -90,10 +102,12 @@
       if (g.agent_cooperation) coop.push({ label: "agents", color: "#d62728", values: g.agent_cooperation });
       drawPlot(game + "-coop", game + ": cooperation rate (A) per round", g.rounds, coop, 1);
       if (g.unsent_messages) {
-        drawPlot(game + "-agree", game + ": agreement / breach rate (live proxy; " + g.agreements_total +
-          " agreements, " + g.breaches_total + " breaches of " + g.pairs_total + " pair-rounds)", g.rounds, [
+        drawPlot(game + "-agree", game + ": agreement & breach rate (proxy)", g.rounds, [
           { label: "agreement", color: "#2ca02c", values: g.agreement_rate },
-          { label: "breach | agreement", color: "#ff7f0e", values: g.breach_rate }], 1);
+          { label: "breach | agreement", color: "#ff7f0e", values: g.breach_rate }], 1,
+          g.agreements_total + " agreements and " + g.breaches_total + " breaches in " + g.pairs_total +
+          " pair-rounds so far. Agreement: both sides proposed A in a message sent in time; breach: " +
+          "an agreement then a B (not the annotated measure of SI Note 2).");
       }
       var late = [{ label: "decisions timed out", color: "#9467bd", values: g.timed_out }];
       if (g.unsent_messages) late.unshift({ label: "messages not sent in time", color: "#8c564b", values: g.unsent_messages });
@@ -105,10 +119,13 @@
       var a = d.agents;
       var reasons = Object.keys(a.fallbacks_by_reason).map(function (k) { return k + ": " + a.fallbacks_by_reason[k]; }).join(", ") || "none";
       var statuses = Object.keys(a.calls_by_status).map(function (k) { return k + ": " + a.calls_by_status[k]; }).join(", ");
-      fillTable(document.getElementById("dash-agents"), ["model", "calls", "latency p50 / p95 (s)", "fallbacks by reason",
-        "spent / budget (USD)", "model check"], [[a.model, a.calls + (statuses ? " (" + statuses + ")" : ""),
-        num(a.latency_p50, 2) + " / " + num(a.latency_p95, 2), reasons,
-        num(a.spent, 4) + " / " + (a.budget === null ? "no limit" : num(a.budget, 2)), a.model_check]]);
+      fillTable(document.getElementById("dash-agents"), ["", ""], [
+        ["model", a.model],
+        ["calls", a.calls + (statuses ? " (" + statuses + ")" : "")],
+        ["latency p50 / p95", num(a.latency_p50, 2) + " s / " + num(a.latency_p95, 2) + " s"],
+        ["fallbacks by reason", reasons],
+        ["spent / budget", num(a.spent, 4) + " / " + (a.budget === null ? "no limit" : num(a.budget, 2)) + " USD"],
+        ["model check", a.model_check]]);
     }
 
     fillTable(document.getElementById("dash-participants"), ["#", "code (replay)", "label", "app", "round", "page",
