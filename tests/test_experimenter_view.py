@@ -54,8 +54,9 @@ def test_dashboard_and_replay_in_the_browser(lab_server, project_copy, database_
         async with async_playwright() as playwright:
             browser = await launch_browser(playwright)
             page = await browser.new_page(viewport={"width": 1400, "height": 1000})
-            errors = []
+            errors, dialogs = [], []
             page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("dialog", lambda dialog: dialogs.append(dialog.message))  # a participant's script ran
             await _login(page, server.base_url)
 
             # The dashboard of each session: plots drawn in the browser, progress, agents' health.
@@ -102,6 +103,26 @@ def test_dashboard_and_replay_in_the_browser(lab_server, project_copy, database_
             await page.wait_for_selector("h4:has-text('Agent agent-')")
             assert await page.locator(".lab-round").count() >= 1
             assert "persona fair" in await page.locator("h4").first.inner_text()
+
+            # The agents page (Reports tab) links to the dashboard, the replay and each agent's side.
+            await page.goto(f"{server.base_url}/AdminReport/{hf}?app_name=game_with_chat&round_number=1")
+            await page.locator("a:has-text('agent-1')").first.click()
+            await page.wait_for_selector("h4:has-text('Agent agent-1')")
+            await page.goto(f"{server.base_url}/AdminReport/{hf}?app_name=game_with_chat&round_number=1")
+            await page.locator("a:has-text('Dashboard')").first.click()
+            await page.wait_for_selector("#plot-WC-coop canvas")
+
+            # Participants' text (the bots type markup) is shown as text everywhere.
+            await page.goto(f"{server.base_url}/LabReplay/{hh}")
+            links = await page.locator("#replay-participants a").evaluate_all("links => links.map(a => a.href)")
+            assert len(links) == 4
+            texts = []
+            for link in links:
+                await page.goto(link)
+                await page.wait_for_selector(".lab-round")
+                texts += await page.locator(".lab-text").all_inner_texts()
+            assert any("<" in text for text in texts), "the bots' markup is shown as typed"
+            assert not dialogs, dialogs
             assert not errors, errors
             await browser.close()
 
