@@ -15,6 +15,7 @@ when both sides sent in time at least one message proposing option A (``PROPOSES
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import threading
@@ -308,11 +309,14 @@ def agents_health(session) -> dict | None:
 
 
 def model_check_status(session) -> str:
-    """The model check's outcome when one was recorded on the session, else "not run"."""
+    """The model check's outcome when one was recorded on the session (``session.vars`` or the
+    config, key ``model_check``: a text or a dict with a ``status``), else "not run"."""
     for source in (session.vars or {}, session.config or {}):
         value = source.get("model_check") or source.get("model_check_status")
+        if isinstance(value, dict):
+            value = value.get("status") or json.dumps(value, default=str)
         if value:
-            return value if isinstance(value, str) else str(value.get("status", value)) if isinstance(value, dict) else str(value)
+            return str(value)
     return "not run"
 
 

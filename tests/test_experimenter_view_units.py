@@ -76,3 +76,69 @@ def test_manifest_csv_is_read_from_a_folder_and_shown(tmp_path):
     text = report.read_text(encoding="utf8")
     assert text.index("id='manifest'") < text.index("rest") and "one protocol" in text
     assert "No manifest" in manifest.report_html({}, [])
+
+
+class _Session:
+    def __init__(self, vars=None, config=None):
+        self.vars, self.config = vars or {}, config or {}
+
+
+def test_model_check_status_shows_a_recorded_check_or_not_run():
+    from lab.dashboard import model_check_status
+
+    assert model_check_status(_Session()) == "not run"
+    assert model_check_status(_Session(vars={"model_check": "passed 2026-12-01"})) == "passed 2026-12-01"
+    assert model_check_status(_Session(vars={"model_check": {"status": "failed", "detail": "401"}})) == "failed"
+
+
+MID_SESSION = """
+import json, os, sys, time
+sys.path.insert(0, os.environ["LAB_BENCH_DIR"])
+from otree.main import setup
+setup()
+import otree.session
+from otree.database import session_scope
+import dashboard as bench
+from lab.dashboard import session_dashboard
+with session_scope():
+    s = otree.session.create_session("hf_informed_wc_first", num_participants=6,
+                                     modified_session_config_fields=dict(rounds_per_game=3, llm_provider="simulated"))
+    bench.fill_session(s, 2, games=("game_with_chat",))
+    now = int(time.time())
+    for pp in s.get_participants():
+        pp._current_app_name, pp._round_number = "game_with_chat", 3
+        if pp.id_in_session <= 4:  # arrived at round 3's start; participant 2 closed the tab there
+            pp._current_page_name, pp.is_on_wait_page = "RoundStart", True
+            pp._waitpage_is_connected = pp.id_in_session != 2
+            pp._last_page_timestamp = now - 10 * pp.id_in_session
+        else:  # still on round 2's result; participant 6 for 10 minutes
+            pp._round_number, pp._current_page_name = 2, "Result"
+            pp._last_page_timestamp = now - (600 if pp.id_in_session == 6 else 5)
+    print(json.dumps(session_dashboard(s), default=str))
+"""
+
+
+@pytest.mark.server
+def test_dashboard_mid_session_shows_who_holds_the_round_start(project_copy):
+    import subprocess
+
+    from tests.lab_server import PROJECT, PYTHON, lab_env
+
+    result = subprocess.run([PYTHON, "-c", MID_SESSION], cwd=project_copy, capture_output=True, text=True,
+                            timeout=300, env=lab_env(OTREE_IN_MEMORY="1", LAB_MAX_ROUNDS_PER_GAME="3",
+                                                        LAB_BENCH_DIR=str(PROJECT / "bench")))
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    progress = data["progress"]
+    codes = {p["id"]: p["code"] for p in progress["participants"]}
+    hold = progress["round_start_hold"]
+    assert hold["round"] == 3 and hold["waiting"] == 4 and hold["held_seconds"] >= 40
+    assert sorted(hold["held_by"]) == sorted([codes[5], codes[6]])
+    assert progress["closed_tabs"] == [codes[2]]
+    assert progress["idle"] == [codes[6]]
+    assert {s["stage"]: s["participants"] for s in progress["stages"]} == {
+        "game_with_chat r3 RoundStart": 4, "game_with_chat r2 Result": 2}
+    wc = data["games"]["WC"]
+    assert wc["decisions"] == [6, 6, 0] and wc["timed_out"][2] is None  # round 3 not reached: a gap
+    assert data["agents"]["calls"] == 6 * 2 * 3 and data["agents"]["latency_p95"] is not None
+    assert [w["round"] for w in data["round_start_waits"]] == [2]  # round 1's start has no previous page
