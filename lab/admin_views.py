@@ -20,7 +20,7 @@ import time
 
 import otree.views.admin as otree_admin
 from otree.views.cbv import AdminSessionPage
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from lab import dashboard, replay
 

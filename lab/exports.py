@@ -6,6 +6,16 @@ place on oTree's Data page; each takes that app's players (one per participant).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import platform
+import re
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+
 import protocol
 from lab import game as lab_game
 from lab.session_settings import GAME_APPS
@@ -92,16 +102,16 @@ def messages_rows(players):
 # --- The manifest: what a data set needs to be reproduced (docs/DATA.md 'manifest') -------------
 MANIFEST_COLUMNS = ["session_code", "key", "value"]
 MANIFEST_VERSION = 1
-PROJECT_ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+# Config keys that would hold a secret are never exported (keys come from the environment; a
+# field *naming* the variable, such as llm_api_key_env, is kept).
+SECRET_KEY = re.compile(r"api_key|secret|password|token", re.IGNORECASE)
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # Packages whose versions shape the data: the lab, the model SDKs, the config validation.
 MANIFEST_PACKAGES = ("otree", "openai", "anthropic", "pydantic", "jinja2")
 
 
 def project_version() -> str:
     """The git commit (with "+dirty" when files differ from it), else LAB_VERSION, else "unknown"."""
-    import os
-    import subprocess
-
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
                                 timeout=5).stdout.strip()
@@ -115,24 +125,18 @@ def project_version() -> str:
 
 
 def package_versions() -> dict:
-    from importlib import metadata
-
     versions = {}
     for name in MANIFEST_PACKAGES:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    import platform
-
     versions["python"] = platform.python_version()
     return versions
 
 
 def prompt_hashes() -> dict:
     """sha256 of every prompt template the agents read (prompts/*.j2), by file name."""
-    import hashlib
-
     folder = PROJECT_ROOT / "prompts"
     return {path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
             for path in sorted(folder.rglob("*.j2"))}
@@ -140,12 +144,11 @@ def prompt_hashes() -> dict:
 
 def session_manifest(session) -> dict:
     """Everything that defines how a session was run (its protocol) and by what software."""
-    import json
-
     from lab.session_settings import params
 
     p = params(session)
-    config = {key: value for key, value in dict(session.config).items() if not callable(value)}
+    config = {key: ("(redacted)" if SECRET_KEY.search(key) and not key.endswith("_env") else value)
+              for key, value in dict(session.config).items() if not callable(value)}
     prompts = prompt_hashes()
     model = None
     if p.with_agents:  # the model as resolved at session start (ModelConfig holds no secret: a key's
@@ -162,7 +165,7 @@ def session_manifest(session) -> dict:
         num_participants=session.num_participants,
         treatment=p.treatment,
         prompts=prompts,
-        prompts_sha256=__import__("hashlib").sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest(),
+        prompts_sha256=hashlib.sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest(),
         model_settings=model,
         session_budget=config.get("session_budget") if p.with_agents else None,
         stage_limits=p.stage_limits,
@@ -174,7 +177,7 @@ def session_manifest(session) -> dict:
         created_at=getattr(session, "_created", None),
         started_at=times[0],
         ended_at=times[1],
-        exported_at=__import__("time").time(),
+        exported_at=time.time(),
     )
 
 
@@ -188,8 +191,6 @@ def _session_times(session) -> tuple:
 
 def manifest_rows(players):
     """One row per manifest entry of each session: key, and the value as JSON."""
-    import json
-
     yield MANIFEST_COLUMNS
     sessions = {player.session.code: player.session for player in players}
     for code, session in sessions.items():

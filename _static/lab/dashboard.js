@@ -128,8 +128,11 @@
         ["model check", a.model_check]]);
     }
 
+    // Those who need attention first: idle, closed tab, then the rest in session order.
+    var rank = function (p) { return p.idle ? 0 : p.tab === "closed" ? 1 : 2; };
+    var participants = d.progress.participants.slice().sort(function (a, b) { return rank(a) - rank(b) || a.id - b.id; });
     fillTable(document.getElementById("dash-participants"), ["#", "code (replay)", "label", "app", "round", "page",
-      "on page (s)", "tab", "state"], d.progress.participants.map(function (p) {
+      "on page (s)", "tab", "state"], participants.map(function (p) {
         var state = p.finished ? "finished" : p.idle ? "IDLE" : p.on_wait_page ? "waiting" : "";
         return [p.id, replayLink(d.session_code, p.code), p.label, p.app, p.round, p.page, p.seconds_on_page, p.tab, state];
       }));
