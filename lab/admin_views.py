@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import html
 import json
+import logging
+import sys
 import time
 
 import otree.views.admin as otree_admin
@@ -219,3 +221,6 @@ def render_agent(session, t: dict) -> str:
 for _view in (LabDashboard, LabDashboardData, LabReplay):
     _view.__module__ = otree_admin.__name__
     setattr(otree_admin, _view.__name__, _view)
+if "otree.urls" in sys.modules:  # routes already built (not the case in oTree 6.0's commands)
+    logging.getLogger(__name__).warning("oTree built its routes before the lab's admin pages were "
+                                        "registered: the Dashboard and Replay pages are not served")
