@@ -130,16 +130,17 @@ def test_dashboard_and_replay_in_the_browser(lab_server, project_copy, database_
 
 
 @pytest.mark.server
-def test_manifest_travels_with_exports_and_guards_pooling(project_copy, tmp_path, capsys):
+def test_manifest_travels_with_exports_and_guards_pooling(project_copy, database_url, tmp_path, capsys):
     from analysis import manifest
     from analysis.__main__ import main
 
     same, other = tmp_path / "same", tmp_path / "other"
-    run_bots(project_copy, "hh_informed_wc_first", 4, {"rounds_per_game": ROUNDS}, export_dir=same)
+    run_bots(project_copy, "hh_informed_wc_first", 4, {"rounds_per_game": ROUNDS}, database_url, export_dir=same)
     run_bots(project_copy, "hf_informed_woc_first", 2, {"rounds_per_game": ROUNDS, "llm_provider": "simulated"},
-             export_dir=same)
+             database_url, export_dir=same)
     run_bots(project_copy, "hf_informed_wc_first", 2,
-             {"rounds_per_game": ROUNDS, "llm_provider": "simulated", "decision_seconds": 25}, export_dir=other)
+             {"rounds_per_game": ROUNDS, "llm_provider": "simulated", "decision_seconds": 25}, database_url,
+             export_dir=other)
 
     manifests = manifest.load_manifests([same])
     assert len(manifests) == 2
