@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-
 from pathlib import Path
 
 from analysis.report import run
@@ -35,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--degree", type=int, default=None,
                         help="degree of the Fig. 3 polynomial GLM for both label settings "
                              "(default: the paper's, 3 informed, 4 uninformed)")
+    # --- session manifests (analysis/manifest.py): printed, checked, added to the report ---
+    parser.add_argument("--allow-mixed-protocols", action="store_true",
+                        help="pool sessions even when their manifests' protocols differ")
     args = parser.parse_args(argv)
     missing = [path for path in args.exports if not Path(path).exists()]
     if missing:
@@ -44,7 +46,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no CSV files in {', '.join(args.exports)} — pass the folder the exports were saved to",
               file=sys.stderr)
         return EXIT_NO_INPUT
+    from analysis import manifest
+
+    manifests = manifest.load_manifests(args.exports)
+    for line in manifest.summary_lines(manifests):
+        print(f"manifest {line}")
+    try:
+        differences = manifest.check_poolable(manifests, allow_mixed=args.allow_mixed_protocols)
+    except manifest.MixedProtocols as refusal:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 2
+    # --- end of manifests ---
     analysis = run(list(args.exports), args.out, glm_degree=args.degree)
+    manifest.add_to_report(Path(args.out) / "report.html", manifests, differences)
     for problem in analysis.exports.problems:
         if problem.level != "info":
             print(f"{problem.level}: {problem}", file=sys.stderr)

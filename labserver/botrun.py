@@ -4,7 +4,7 @@
 This runs the same bots (each app's ``tests.py``) but (1) on the database DATABASE_URL points
 at, PostgreSQL included, (2) with overrides such as ``rounds_per_game=3`` so the suite stays
 fast, and (3) exports every custom export (all ``custom_export*`` functions), which is what
-the analysis package reads.
+the analysis package reads, and the session's manifest as JSON beside them (docs/DATA.md).
 """
 
 from __future__ import annotations
@@ -77,3 +77,19 @@ def export_all(export_dir: Path, session_code: str) -> None:
                 otree.export.custom_export_app(app, fp, session_code=session_code, function_name=function_name)
     with (export_dir / f"all_apps_wide_{session_code}.csv").open("w", newline="", encoding="utf8") as fp:
         otree.export.export_wide(fp, session_code=session_code)
+    write_manifest_json(export_dir, session_code)
+
+
+def write_manifest_json(export_dir: Path, session_code: str) -> Path:
+    """The session's manifest (also in the CSV custom export "manifest") as one readable JSON file."""
+    import json
+
+    from otree.models import Session
+
+    from lab.exports import session_manifest
+
+    session = Session.objects_get(code=session_code)
+    path = export_dir / f"manifest_{session_code}.json"
+    path.write_text(json.dumps(session_manifest(session), indent=2, sort_keys=True, ensure_ascii=False, default=str),
+                    encoding="utf8")
+    return path

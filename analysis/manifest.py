@@ -1,0 +1,149 @@
+"""Session manifests in an export folder: read them, print them, refuse to pool protocols that differ.
+
+Every export carries a manifest per session (docs/DATA.md 'manifest'): the CSV custom export
+``manifest`` (columns session_code, key, value; the value is JSON) and, from
+``labserver bots --export``, the same as ``manifest_<code>.json``. Sessions are poolable when
+their *protocols* agree: stage limits, rounds, message limit, payoff table, payment, the
+prompts' hash and, between agent sessions, the model settings. Treatment keys (associate
+type, label setting, game order) differ on purpose and are not compared; nor are software
+versions, which are reported but do not block.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+# What makes two sessions the same experiment (manifest keys).
+PROTOCOL_KEYS = ("stage_limits", "rounds_per_game", "message_max_chars", "payoff_table", "payment", "prompts_sha256")
+AGENT_PROTOCOL_KEYS = ("model_settings",)
+# Model settings that do not change what the agents do (throughput, retries, prices).
+MODEL_KEYS_NOT_PROTOCOL = {"request_timeout", "max_retries", "retry_base_delay", "retry_max_delay", "concurrency",
+                           "requests_per_minute", "price_input_per_mtok", "price_output_per_mtok", "api_key_env",
+                           "base_url"}
+
+
+class MixedProtocols(Exception):
+    """Sessions whose protocols differ were asked to be pooled."""
+
+
+def _csv_files(paths) -> list[Path]:
+    files = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files += sorted(path.rglob("*.csv"))
+        elif path.suffix == ".csv":
+            files.append(path)
+    return files
+
+
+def load_manifests(paths) -> dict[str, dict]:
+    """Every session's manifest found in the folders/files (CSV exports), by session code."""
+    manifests: dict[str, dict] = {}
+    for path in _csv_files(paths):
+        try:
+            with path.open(encoding="utf-8-sig", newline="") as fp:
+                reader = csv.DictReader(fp)
+                if set(reader.fieldnames or ()) != {"session_code", "key", "value"}:
+                    continue
+                for row in reader:
+                    try:
+                        value = json.loads(row["value"])
+                    except (TypeError, ValueError):
+                        value = row["value"]
+                    manifests.setdefault(row["session_code"], {})[row["key"]] = value
+        except (OSError, UnicodeDecodeError, csv.Error):
+            continue
+    return manifests
+
+
+def protocol_of(manifest: dict) -> dict:
+    protocol = {key: manifest.get(key) for key in PROTOCOL_KEYS}
+    model = manifest.get("model_settings")
+    if model:
+        protocol["model_settings"] = {k: v for k, v in model.items() if k not in MODEL_KEYS_NOT_PROTOCOL}
+    return protocol
+
+
+def protocol_differences(manifests: dict[str, dict]) -> list[str]:
+    """Human-readable differences between the sessions' protocols (empty: poolable)."""
+    if len(manifests) < 2:
+        return []
+    protocols = {code: protocol_of(m) for code, m in manifests.items()}
+    differences = []
+    for key in PROTOCOL_KEYS + AGENT_PROTOCOL_KEYS:
+        values = {code: p.get(key) for code, p in protocols.items() if key in p}
+        distinct = {json.dumps(v, sort_keys=True) for v in values.values()}
+        if len(distinct) > 1:
+            by_value: dict[str, list[str]] = {}
+            for code, value in values.items():
+                by_value.setdefault(json.dumps(value, sort_keys=True), []).append(code)
+            differences.append(f"{key}: " + "; ".join(f"{', '.join(sorted(codes))} = {value}"
+                                                       for value, codes in sorted(by_value.items())))
+    return differences
+
+
+def check_poolable(manifests: dict[str, dict], *, allow_mixed: bool = False) -> list[str]:
+    """Raise MixedProtocols when the protocols differ, unless ``allow_mixed``; return the differences."""
+    differences = protocol_differences(manifests)
+    if differences and not allow_mixed:
+        raise MixedProtocols(
+            "The sessions' protocols differ, so pooling them would mix experiments:\n  "
+            + "\n  ".join(differences)
+            + "\nAnalyse them separately, or pass --allow-mixed-protocols to pool them anyway.")
+    return differences
+
+
+def summary_lines(manifests: dict[str, dict]) -> list[str]:
+    """One line per session: code, treatment, software, rounds, prompts, model, times."""
+    lines = []
+    for code, m in sorted(manifests.items()):
+        packages = m.get("packages") or {}
+        model = m.get("model_settings") or {}
+        model_text = f"{model.get('provider', '')}/{model.get('model', '')}" if model else "no agents"
+        lines.append(
+            f"{code}: {m.get('treatment', '?')}, {m.get('num_participants', '?')} participants, "
+            f"{m.get('rounds_per_game', '?')} rounds, project {str(m.get('project_version', '?'))[:12]}, "
+            f"oTree {packages.get('otree', '?')}, prompts {str(m.get('prompts_sha256', '?'))[:12]}, "
+            f"model {model_text}, {_time(m.get('started_at'))} – {_time(m.get('ended_at'))}")
+    return lines
+
+
+def _time(epoch) -> str:
+    if not epoch:
+        return "?"
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(float(epoch), timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def report_html(manifests: dict[str, dict], differences: list[str]) -> str:
+    """The manifest section of report.html."""
+    import html
+
+    if not manifests:
+        return ("<h2 id='manifest'>Manifest</h2><p class='warning'>No manifest in the exports (exports made "
+                "before manifests existed, or the 'manifest' custom export was not downloaded).</p>")
+    parts = ["<h2 id='manifest'>Manifest</h2><ul>"]
+    parts += [f"<li>{html.escape(line)}</li>" for line in summary_lines(manifests)]
+    parts.append("</ul>")
+    if differences:
+        parts.append("<p class='warning'>Pooled although the protocols differ (--allow-mixed-protocols):</p><ul>"
+                     + "".join(f"<li class='warning'>{html.escape(d)}</li>" for d in differences) + "</ul>")
+    else:
+        parts.append("<p class='note'>All sessions share one protocol.</p>")
+    for code, m in sorted(manifests.items()):
+        parts.append(f"<details><summary>{html.escape(code)}: the full manifest</summary><pre>"
+                     f"{html.escape(json.dumps(m, indent=2, sort_keys=True, ensure_ascii=False))}</pre></details>")
+    return "".join(parts)
+
+
+def add_to_report(report_path: Path, manifests: dict[str, dict], differences: list[str]) -> None:
+    """Insert the manifest section into report.html, after its title."""
+    path = Path(report_path)
+    text = path.read_text(encoding="utf-8")
+    section = report_html(manifests, differences)
+    marker = "</h1>"
+    text = text.replace(marker, marker + section, 1) if marker in text else text.replace("</body>", section + "</body>")
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,226 @@
+"""The experimenter's admin pages: the live session dashboard and the replay of every pair.
+
+How they join oTree's admin (the least invasive way we found in oTree 6.0's source): oTree
+builds its admin routes from the view classes *defined in* ``otree.views.admin``
+(``urls.url_patterns_from_builtin_module``), and gives each the admin-login requirement of
+``OTREE_AUTH_LEVEL`` (STUDY: login for everything not on its short public list; DEMO: the
+same for views not on its demo list, which ours are not). Declaring our views with that
+module as ``__module__`` lets oTree route them and guard them with its own login, exactly as
+its Monitor tab: no patched oTree file, no second web app, no middleware. The payment app
+imports this module, and oTree imports every app before it builds its routes.
+
+Participants' and models' text is escaped here (html.escape) before it reaches a page.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import sys
+import time
+
+import otree.views.admin as otree_admin
+from otree.views.cbv import AdminSessionPage
+from starlette.responses import Response
+
+from lab import dashboard, replay
+
+DASHBOARD_REFRESH_SECONDS = 3
+
+
+def safe_json(data) -> str:
+    """JSON for a <script type="application/json"> block: no "</script>" can close it."""
+    return json.dumps(data, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _nav(session, current: str) -> str:
+    code = html.escape(session.code)
+    links = [("LabDashboard", f"/LabDashboard/{code}", "Dashboard"), ("LabReplay", f"/LabReplay/{code}", "Replay")]
+    items = "".join(
+        f'<a class="btn btn-sm {"btn-primary" if name == current else "btn-outline-primary"} me-1" '
+        f'href="{href}">{label}</a>' for name, href, label in links)
+    return f'<div class="lab-nav my-2">{items}</div>'
+
+
+class LabAdminPage(AdminSessionPage):
+    template_name = ""
+
+    def get_template_name(self):
+        return self.template_name
+
+
+class LabDashboard(LabAdminPage):
+    """Sessions -> a session -> Dashboard: progress, plots of the experiment, agents' health."""
+
+    template_name = "lab/LabDashboard.html"
+
+    def vars_for_template(self):
+        return dict(
+            lab_nav=_nav(self.session, "LabDashboard"),
+            dashboard_json=safe_json(dashboard.session_dashboard(self.session)),
+            data_url=f"/LabDashboardData/{self.session.code}",
+            refresh_ms=DASHBOARD_REFRESH_SECONDS * 1000,
+        )
+
+
+class LabDashboardData(LabAdminPage):
+    """The dashboard's data as JSON, polled by the page."""
+
+    def get(self, request, code):
+        return Response(safe_json(dashboard.session_dashboard(self.session)), media_type="application/json",
+                        headers={"Cache-Control": "no-store"})
+
+
+class LabReplay(LabAdminPage):
+    """/LabReplay/{code}: the index (every participant and agent); ?participant=CODE or
+    ?game=WC&agent=agent-3: one timeline."""
+
+    template_name = "lab/LabReplay.html"
+
+    def vars_for_template(self):
+        query = self.request.query_params
+        session = self.session
+        if query.get("participant"):
+            timeline = replay.participant_timeline(session, query["participant"])
+            body = render_participant(session, timeline) if timeline else _missing("participant", query["participant"])
+        elif query.get("agent"):
+            timeline = replay.agent_timeline(session, query.get("game", ""), query["agent"])
+            body = render_agent(session, timeline) if timeline else _missing("agent", query["agent"])
+        else:
+            body = render_index(session)
+        return dict(lab_nav=_nav(session, "LabReplay"), replay_html=body)
+
+
+def _missing(kind: str, value: str) -> str:
+    return f'<div class="alert alert-warning">No {kind} {html.escape(value)} in this session.</div>'
+
+
+# --- HTML ------------------------------------------------------------------------------------------
+def _e(value) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _clock(epoch) -> str:
+    if epoch is None:
+        return ""
+    return time.strftime("%H:%M:%S", time.localtime(float(epoch)))
+
+
+def _participant_link(session, code: str) -> str:
+    return f'<a href="/LabReplay/{_e(session.code)}?participant={_e(code)}">{_e(code)}</a>'
+
+
+def _agent_link(session, game: str, agent_id: str) -> str:
+    return f'<a href="/LabReplay/{_e(session.code)}?game={_e(game)}&amp;agent={_e(agent_id)}">{_e(agent_id)}</a>'
+
+
+def render_index(session) -> str:
+    participants = sorted(session.get_participants(), key=lambda pp: pp.id_in_session)
+    rows = "".join(f"<tr><td>{pp.id_in_session}</td><td>{_participant_link(session, pp.code)}</td>"
+                   f"<td>{_e(pp.label)}</td></tr>" for pp in participants)
+    html_parts = ['<h4>Participants</h4><table class="table table-sm" id="replay-participants">'
+                  f'<tr><th>#</th><th>code</th><th>label</th></tr>{rows}</table>']
+    agent_rows = "".join(f"<tr><td>{_e(game)}</td><td>{_agent_link(session, game, agent_id)}</td><td>{_e(persona)}</td></tr>"
+                         for game, agent_id, persona in replay.agent_ids(session))
+    if agent_rows:
+        html_parts.append('<h4>Agents</h4><table class="table table-sm" id="replay-agents">'
+                          f'<tr><th>game</th><th>agent</th><th>persona</th></tr>{agent_rows}</table>')
+    return "".join(html_parts)
+
+
+def _messages_html(messages: list[dict], own: str) -> str:
+    lines = []
+    for m in messages:
+        if m["sent_in_time"]:
+            text = f'<span class="lab-text">{_e(m["text"])}</span>'
+            when = _clock(m["sent_at"])
+        else:
+            text = '<span class="badge bg-warning text-dark">not sent in time</span>'
+            if m["unsent_draft"]:
+                text += f' <span class="text-muted">unsent draft: <span class="lab-text">{_e(m["unsent_draft"])}</span></span>'
+            when = ""
+        lines.append(f'<div class="lab-message{" lab-own" if m["sender"] == own else ""}">message {m["stage"]} · '
+                     f'<b>{_e(m["sender"])}</b> → {_e(m["receiver"])} <small class="text-muted">{when}</small>: '
+                     f'{text}</div>')
+    return "".join(lines)
+
+
+def _calls_html(calls: list[dict]) -> str:
+    if not calls:
+        return ""
+    items = []
+    for c in calls:
+        prompt = c["prompt"]
+        if isinstance(prompt, list):
+            prompt_text = "\n\n".join(f"[{m.get('role', '')}]\n{m.get('content', '')}" if isinstance(m, dict) else str(m)
+                                      for m in prompt)
+        else:
+            prompt_text = str(prompt)
+        latency = "" if c["latency"] is None else f'{c["latency"]:.2f} s'
+        items.append(
+            f'<details class="lab-call"><summary>{_e(c["turn"])} · attempt {_e(c["attempt"])} · '
+            f'<b>{_e(c["status"])}</b> · {latency} · tokens {_e(c["tokens"])} · {_e(c["model"])}</summary>'
+            f'<div class="small">prompt version {_e(c["prompt_version"])}; sent {_clock(c["time_sent"])}'
+            f'{"; error: " + _e(c["error"]) if c["error"] else ""}</div>'
+            f'<div><b>prompt</b><pre class="lab-pre">{_e(prompt_text)}</pre></div>'
+            f'<div><b>raw reply</b><pre class="lab-pre">{_e(c["raw_reply"])}</pre></div>'
+            f'<div><b>parsed</b><pre class="lab-pre">{_e(c["parsed"])}</pre></div></details>')
+    return f'<div class="lab-calls"><b>model calls ({len(calls)})</b>{"".join(items)}</div>'
+
+
+def _round_html(session, r: dict, own: str, side: str) -> str:
+    if r["associate_kind"] == "agent":
+        associate = f'{_agent_link(session, r["game"], r["associate"])} (agent, {_e(r["persona"])})'
+    else:
+        associate = f'{_participant_link(session, r["associate"])} (human)'
+    if side == "agent":
+        header = f'round {r["round"]} · human {_participant_link(session, r["human"])}'
+    else:
+        header = f'round {r["round"]} · associate {associate}'
+    fallbacks = [t for t in r["turns"] if t["status"] == "fallback"]
+    if side == "agent":
+        decision = (f'agent chose <b>{_e(r["associate_choice"])}</b> ({_e(r["associate_payoff"])} points) · '
+                    f'human chose <b>{_e(r["choice"])}</b>{" (timed out)" if r["timed_out"] else ""}')
+    else:
+        timed_out = ' <span class="badge bg-warning text-dark">timed out: random</span>' if r["timed_out"] else ""
+        decision = (f'chose <b>{_e(r["choice"])}</b>{timed_out}'
+                    f' at {_clock(r["decided_at"])} · associate chose <b>{_e(r["associate_choice"])}</b> · '
+                    f'payoffs {_e(r["payoff"])} / {_e(r["associate_payoff"])}')
+    turn_notes = "".join(f'<div class="text-danger small">agent {_e(t["kind"])}: fallback ({_e(t["fallback_reason"])})</div>'
+                         for t in fallbacks)
+    own_code = own if side != "agent" else r["human"]
+    return (f'<div class="card mb-2 lab-round" data-game="{_e(r["game"])}" data-round="{r["round"]}">'
+            f'<div class="card-header">{header}</div><div class="card-body py-2">'
+            f'{_messages_html(r["messages"], own_code)}<div>{decision}</div>{turn_notes}'
+            f'{_calls_html(r["calls"])}</div></div>')
+
+
+def render_participant(session, t: dict) -> str:
+    pages = "".join(
+        f'<tr><td>{_clock(p["completed_at"])}</td><td>{_e(p["app_name"])}</td><td>{p["round_number"]}</td>'
+        f'<td>{_e(p["page_name"])}</td><td>{"" if p["seconds"] is None else p["seconds"]}</td>'
+        f'<td>{"timeout" if p["timeout_happened"] else ""}</td></tr>' for p in t["pages"])
+    parts = [f'<h4>Participant {_e(t["code"])} <small class="text-muted">#{t["id_in_session"]} {_e(t["label"])}</small></h4>']
+    for game in t["games"]:
+        parts.append(f'<h5>Game {_e(game["game"])}</h5>')
+        parts += [_round_html(session, r, t["code"], "participant") for r in game["rounds"]]
+    parts.append('<details id="replay-pages"><summary><b>Pages</b> (completion times from oTree\'s page-time records; '
+                 f'{len(t["pages"])} pages)</summary><table class="table table-sm"><tr><th>completed</th><th>app</th>'
+                 f'<th>round</th><th>page</th><th>seconds</th><th></th></tr>{pages}</table></details>')
+    return "".join(parts)
+
+
+def render_agent(session, t: dict) -> str:
+    parts = [f'<h4>Agent {_e(t["agent_id"])} <small class="text-muted">game {_e(t["game"])} · persona {_e(t["persona"])}</small></h4>']
+    parts += [_round_html(session, r, t["agent_id"], "agent") for r in t["rounds"]]
+    return "".join(parts)
+
+
+# Register with oTree's admin (see the module's docstring).
+for _view in (LabDashboard, LabDashboardData, LabReplay):
+    _view.__module__ = otree_admin.__name__
+    setattr(otree_admin, _view.__name__, _view)
+if "otree.urls" in sys.modules:  # routes already built (not the case in oTree 6.0's commands)
+    logging.getLogger(__name__).warning("oTree built its routes before the lab's admin pages were "
+                                        "registered: the Dashboard and Replay pages are not served")

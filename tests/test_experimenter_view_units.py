@@ -1,0 +1,144 @@
+"""Units of the experimenter's view without a server: the dashboard's statistics and agreement
+proxy, the manifest's reading and the pooling guard."""
+
+import csv
+import json
+
+import pytest
+
+from analysis import manifest
+from lab.dashboard import PROPOSES_A, percentile
+
+
+def test_latency_percentiles_match_r_type_7():
+    latencies = [0.81, 1.2, 2.95, 0.4, 1.7, 3.3, 0.95, 1.05]
+    # R: x <- c(0.81, 1.2, 2.95, 0.4, 1.7, 3.3, 0.95, 1.05); quantile(x, c(0.5, 0.95), type = 7)
+    #    -> 1.1250 3.1775
+    assert percentile(latencies, 0.5) == pytest.approx(1.1250)
+    assert percentile(latencies, 0.95) == pytest.approx(3.1775)
+    assert percentile([], 0.5) is None
+    assert percentile([2.0], 0.95) == 2.0
+
+
+@pytest.mark.parametrize("text, proposes", [
+    ("Let's both choose A", True), ("A?", True), ("选A吧", True), ("我们合作吧", True),
+    ("shall we cooperate", True), ("I pick B", False), ("Apples and Bananas", False), ("", False),
+])
+def test_agreement_proxy_reads_a_proposal(text, proposes):
+    assert bool(PROPOSES_A.search(text)) is proposes
+
+
+def _manifest(code, **changes):
+    base = dict(
+        session_code=code, treatment="H-F", num_participants=12, rounds_per_game=10, message_max_chars=300,
+        stage_limits={"message_1": 60.0, "decision": 40.0}, payoff_table={"AA": [70, 70], "BB": [40, 40]},
+        payment={"participation_fee": 15.0}, prompts_sha256="abc", packages={"otree": "6.0.15"},
+        project_version="1234567890abcdef", started_at=1.7e9, ended_at=1.7e9 + 3600,
+        model_settings={"provider": "openai", "model": "gpt-4o", "temperature": None, "max_retries": 3},
+    )
+    base.update(changes)
+    return base
+
+
+def test_sessions_of_one_protocol_pool_and_others_are_refused():
+    same = {"a": _manifest("a"), "b": _manifest("b", treatment="H-S", project_version="other",
+                                                  model_settings={"provider": "openai", "model": "gpt-4o",
+                                                                  "temperature": None, "max_retries": 5})}
+    same["h"] = _manifest("h", treatment="H-H", model_settings=None)
+    assert manifest.check_poolable(same) == []  # treatment, software, retries and H-H's no-model: poolable
+
+    mixed = dict(same, c=_manifest("c", stage_limits={"message_1": 45.0, "decision": 40.0}),
+                 d=_manifest("d", model_settings={"provider": "anthropic", "model": "claude"}))
+    with pytest.raises(manifest.MixedProtocols) as refusal:
+        manifest.check_poolable(mixed)
+    message = str(refusal.value)
+    assert "stage_limits" in message and "model_settings" in message and "--allow-mixed-protocols" in message
+    assert len(manifest.check_poolable(mixed, allow_mixed=True)) == 2
+
+
+def test_manifest_csv_is_read_from_a_folder_and_shown(tmp_path):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    entries = _manifest("s1")
+    with (folder / "payment_custom_export_manifest_s1.csv").open("w", newline="", encoding="utf8") as fp:
+        writer = csv.writer(fp)
+        writer.writerow(["session_code", "key", "value"])
+        for key, value in entries.items():
+            writer.writerow(["s1", key, json.dumps(value)])
+    (folder / "unrelated.csv").write_text("a,b\n1,2\n", encoding="utf8")
+    found = manifest.load_manifests([folder])
+    assert found == {"s1": entries}
+    line = manifest.summary_lines(found)[0]
+    assert line.startswith("s1: H-F, 12 participants, 10 rounds") and "openai/gpt-4o" in line
+    report = tmp_path / "report.html"
+    report.write_text("<html><body><h1>Analysis report</h1><p>rest</p></body></html>", encoding="utf8")
+    manifest.add_to_report(report, found, [])
+    text = report.read_text(encoding="utf8")
+    assert text.index("id='manifest'") < text.index("rest") and "one protocol" in text
+    assert "No manifest" in manifest.report_html({}, [])
+
+
+class _Session:
+    def __init__(self, vars=None, config=None):
+        self.vars, self.config = vars or {}, config or {}
+
+
+def test_model_check_status_shows_a_recorded_check_or_not_run():
+    from lab.dashboard import model_check_status
+
+    assert model_check_status(_Session()) == "not run"
+    assert model_check_status(_Session(vars={"model_check": "passed 2026-12-01"})) == "passed 2026-12-01"
+    assert model_check_status(_Session(vars={"model_check": {"status": "failed", "detail": "401"}})) == "failed"
+
+
+MID_SESSION = """
+import json, os, sys, time
+sys.path.insert(0, os.environ["LAB_BENCH_DIR"])
+from otree.main import setup
+setup()
+import otree.session
+from otree.database import session_scope
+import dashboard as bench
+from lab.dashboard import session_dashboard
+with session_scope():
+    s = otree.session.create_session("hf_informed_wc_first", num_participants=6,
+                                     modified_session_config_fields=dict(rounds_per_game=3, llm_provider="simulated"))
+    bench.fill_session(s, 2, games=("game_with_chat",))
+    now = int(time.time())
+    for pp in s.get_participants():
+        pp._current_app_name, pp._round_number = "game_with_chat", 3
+        if pp.id_in_session <= 4:  # arrived at round 3's start; participant 2 closed the tab there
+            pp._current_page_name, pp.is_on_wait_page = "RoundStart", True
+            pp._waitpage_is_connected = pp.id_in_session != 2
+            pp._last_page_timestamp = now - 10 * pp.id_in_session
+        else:  # still on round 2's result; participant 6 for 10 minutes
+            pp._round_number, pp._current_page_name = 2, "Result"
+            pp._last_page_timestamp = now - (600 if pp.id_in_session == 6 else 5)
+    print(json.dumps(session_dashboard(s), default=str))
+"""
+
+
+@pytest.mark.server
+def test_dashboard_mid_session_shows_who_holds_the_round_start(project_copy):
+    import subprocess
+
+    from tests.lab_server import PROJECT, PYTHON, lab_env
+
+    result = subprocess.run([PYTHON, "-c", MID_SESSION], cwd=project_copy, capture_output=True, text=True,
+                            timeout=300, env=lab_env(OTREE_IN_MEMORY="1", LAB_MAX_ROUNDS_PER_GAME="3",
+                                                        LAB_BENCH_DIR=str(PROJECT / "bench")))
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    progress = data["progress"]
+    codes = {p["id"]: p["code"] for p in progress["participants"]}
+    hold = progress["round_start_hold"]
+    assert hold["round"] == 3 and hold["waiting"] == 4 and hold["held_seconds"] >= 40
+    assert sorted(hold["held_by"]) == sorted([codes[5], codes[6]])
+    assert progress["closed_tabs"] == [codes[2]]
+    assert progress["idle"] == [codes[6]]
+    assert {s["stage"]: s["participants"] for s in progress["stages"]} == {
+        "game_with_chat r3 RoundStart": 4, "game_with_chat r2 Result": 2}
+    wc = data["games"]["WC"]
+    assert wc["decisions"] == [6, 6, 0] and wc["timed_out"][2] is None  # round 3 not reached: a gap
+    assert data["agents"]["calls"] == 6 * 2 * 3 and data["agents"]["latency_p95"] is not None
+    assert [w["round"] for w in data["round_start_waits"]] == [2]  # round 1's start has no previous page
