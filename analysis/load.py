@@ -164,6 +164,8 @@ OTREE_EXPORT_SIGNATURES = {
     "quiz attempts (instructions app's custom export)": ("attempt", "passed", "answers", "submitted_at"),
     "page times": ("page_index", "page_name", "epoch_time_completed"),
     "chat": ("channel", "nickname", "body"),
+    # Read by analysis/manifest.py, not by the tables' loader.
+    "session manifest (payment app's custom export)": ("session_code", "key", "value"),
 }
 PLATFORM_TABLES = ("decisions", "messages", "participants", "llm_calls")  # written by the platform
 
