@@ -102,6 +102,10 @@ def test_pages_move_on_by_themselves_after_an_outage(lab_server, database_url, t
         assert "/Message2/" in page.url and await page.locator("#id_message").input_value() == DRAFT
         await asyncio.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - killed_at)))
         await asyncio.to_thread(server.start)
+        started = time.monotonic()
+        while "/Message2/" in page.url and time.monotonic() - started < 60:
+            await asyncio.sleep(0.1)
+        seen["open_tab_resumed_seconds"] = time.monotonic() - started
 
     async def open_tab():
         async with async_playwright() as playwright:
@@ -136,6 +140,7 @@ def test_pages_move_on_by_themselves_after_an_outage(lab_server, database_url, t
     assert seen["pages"][-1] == "GameIntro" and seen["pages"].count("Result") == 2, (
         seen["pages"][-8:], server.log()[-3000:])
     assert seen["banner"].startswith("The connection to the server was lost")
+    print(f"open tab submitted {seen['open_tab_resumed_seconds']:.1f} s after the server listened again")
 
     # The closed tab went through every timed page of the game to the next untimed one.
     deadline = time.monotonic() + 180  # each of its pages: the limit + 6 s (oTree's worker)
