@@ -15,8 +15,8 @@ from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.game import is_played, stage_timeout
 from lab.pages import TranslatedTimer
-from lab.text import clean_text
 from lab.session_settings import max_rounds_per_game, params
+from lab.text import clean_text
 
 doc = __doc__
 GAME = "WC"

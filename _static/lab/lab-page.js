@@ -13,7 +13,14 @@
   var PING_URL = '/static/lab/ping.txt';
   var RETRY_MS = 2000;
   var script = document.currentScript;
-  var notice = (script && script.dataset.reconnecting) || '…';
+  // The notice comes from the page, in the session's language; oTree's own pages (wait pages,
+  // rooms) have none and reuse the one the participant's last lab page gave.
+  var notice = script && script.dataset.reconnecting;
+  try {
+    if (notice) localStorage.setItem('lab-reconnecting-text', notice);
+    else notice = localStorage.getItem('lab-reconnecting-text');
+  } catch (e) { }
+  notice = notice || '…';
 
   // Drafts of this participant's other pages are obsolete once a page of theirs loads.
   var participant = window.location.pathname.match(/^\/p\/[^/]+\//);
