@@ -36,7 +36,7 @@ def is_played(player) -> bool:
 def next_app_after_last_round(player, upcoming_apps: list):
     """Result page: after the session's last round go straight to the next app, instead of
     letting oTree step through every unplayed round up to NUM_ROUNDS."""
-    if player.round_number >= params(player.session).rounds_per_game:
+    if player.round_number >= params(player.session).rounds_per_game and upcoming_apps:
         return upcoming_apps[0]
 
 
