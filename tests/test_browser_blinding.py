@@ -102,7 +102,8 @@ def _visible(snapshot: dict) -> dict:
     # oTree's debug mode (no OTREE_PRODUCTION) puts the session and participant codes in the title.
     view["title"] = re.sub(r"\[\w+/P\d+\]", "[CODE]", view["title"])
     if snapshot["page"] in WAIT_PAGES:
-        view["text"] = snapshot["text"]
+        # Without the debug-mode panel (session code, group id), which a lab in production hides.
+        view["text"] = snapshot["text"].split("Debug info")[0]
     return view
 
 
