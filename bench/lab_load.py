@@ -13,7 +13,7 @@ Both games, --rounds rounds each (the project's runs play the two game apps of a
 label-uninformed config, without instructions and questionnaires, as the baseline does).
 Simulated participants use HTTP and, on wait pages, the page's websocket as a browser does.
 
-Per run: page response time p50/p95/p99 (every request, redirects included), server CPU
+The server runs in oTree's production mode, as a lab runs it. Per run: page response time p50/p95/p99 (every request, redirects included), server CPU
 seconds per participant-round (utime+stime of the server process, from /proc), requests per
 participant-round, landings on wait pages for an agent (and how many of them came after the
 agent had answered: its turn's finish time from the database), and the mean time humans waited
@@ -116,6 +116,26 @@ async def _wait_for_ready(ws_url: str, timeout: float = 300) -> None:
                 return
 
 
+# As a lab runs the server (README, "Running a real lab session"): oTree's production mode, which
+# among other things leaves out the debug panel debug mode renders on every page.
+PRODUCTION = dict(OTREE_PRODUCTION="1", OTREE_AUTH_LEVEL="STUDY", OTREE_ADMIN_PASSWORD="bench-only",
+                  OTREE_SECRET_KEY="bench-only", OTREE_REST_KEY="bench-only")
+
+
+def create_session(server, config: str, participants: int, **config_fields) -> dict:
+    """oTree's REST API, with the key production mode asks for."""
+    import requests
+
+    headers = {"otree-rest-key": PRODUCTION["OTREE_REST_KEY"]}
+    response = requests.post(f"{server.base_url}/api/sessions", headers=headers, timeout=120, json=dict(
+        session_config_name=config, num_participants=participants, modified_session_config_fields=config_fields))
+    assert response.ok, f"{response.status_code}: {response.text[:500]}"
+    response = requests.post(f"{server.base_url}/api/get_session/{response.json()['code']}", json={},
+                             headers=headers, timeout=60)
+    assert response.ok, f"{response.status_code}: {response.text[:500]}"
+    return response.json()
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a process, from the kernel's accounting."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -166,9 +186,9 @@ def run(kind: str, participants: int, rounds: int, latency: float = 0.0, databas
                 fields.update(llm_provider="openai_compatible", llm_model="fake-gpt", llm_base_url=fake.base_url_openai,
                               llm_api_key_env="FAKE_LLM_KEY", llm_requests_per_minute=6000, session_budget=0)
         server = LabServer(workdir, database_url, FAKE_LLM_KEY="bench-dummy-key",
-                           LAB_MAX_ROUNDS_PER_GAME=str(rounds)).start()
+                           LAB_MAX_ROUNDS_PER_GAME=str(rounds), **PRODUCTION).start()
         try:
-            session = server.create_session(config, participants, rounds_per_game=rounds, **LIMITS, **fields)
+            session = create_session(server, config, participants, rounds_per_game=rounds, **LIMITS, **fields)
             players = [BenchParticipant(server.base_url, p["code"]) for p in session["participants"]]
             cpu_before, started = cpu_seconds(server.process.pid), time.monotonic()
             threads = [threading.Thread(target=p.play) for p in players]
