@@ -119,6 +119,8 @@ def test_an_agent_associate_looks_like_a_human_one(lab_server):
     # The arrangement worked: the fast participant waited for every associate stage.
     waits = [s["page"] for s in fast_hh if s["page"].startswith("Wait")]
     assert waits == ["WaitMessage1", "WaitMessage2", "WaitDecision", "WaitDecision"], waits
+    # The wait for the associate shows the associate's time left in the stage (SI Figs.).
+    assert all("Your associate's time left: #:##" in s["text"] for s in fast_hh if s["page"].startswith("Wait"))
     for human_session, agent_session in ((fast_hh, fast_hf), (slow_hh, slow_hf)):
         assert [s["address"] for s in agent_session] == [s["address"] for s in human_session]
         for human_page, agent_page in zip(human_session, agent_session):
