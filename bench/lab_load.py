@@ -22,6 +22,7 @@ for an agent per stage. Printed last: the issue's ratios.
     .venv/bin/python bench/lab_load.py [--participants 72] [--rounds 2] [--latency 5] [--database-url URL]
 
 With --database-url (a PostgreSQL server URL), every run gets a new database next to it.
+LAB_BENCH_THINK_SCALE=0.2 shortens every think time (a quick smoke run; not for the figures).
 """
 
 from __future__ import annotations
