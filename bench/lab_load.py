@@ -1,16 +1,28 @@
-"""A lab of 72: simulated participants (HTTP, plus a websocket on the agent-wait pages, as the
-browser does) play an H-F session against agents whose model calls take 5 s (the real OpenAI
-SDK against the local fake server), then the same with instant agents.
+"""A lab of 72 against plain oTree: what the lab's pages cost the server and the participants.
 
-Prints the 95th-percentile page response time of each run, the time humans spent waiting for
-an agent per stage (target 0 s while the model answers within the stage's time), and last the
-p95 ratio loaded / instant.
+Four runs, back to back, with the same client and think times, each on a fresh server
+(``otree prodserver``, a separate process; the participants' client runs here):
 
-The server runs with LAB_MAX_ROUNDS_PER_GAME = --rounds, so that, as in a 10-round session of
-the paper, no request steps through unplayed rounds. The requests that move a participant into
-the next app are reported apart (they do the most work: the next app's first page).
+1. plain oTree 6: a minimal prisoner's dilemma with the same pages (bench/plain_otree: message,
+   read, message, read, decision, result, oTree WaitPages between; never a project app);
+2. this project, H-H;
+3. this project, H-F with instant agents (the real OpenAI SDK against the local fake server);
+4. this project, H-F with agents whose model calls take --latency seconds.
 
-    .venv/bin/python bench/lab_load.py [--participants 72] [--rounds 2] [--latency 5]
+Both games, --rounds rounds each (the project's runs play the two game apps of a
+label-uninformed config, without instructions and questionnaires, as the baseline does).
+Simulated participants use HTTP and, on wait pages, the page's websocket as a browser does.
+
+The server runs in oTree's production mode, as a lab runs it. Per run: page response time p50/p95/p99 (every request, redirects included), server CPU
+seconds per participant-round (utime+stime of the server process, from /proc), requests per
+participant-round, landings on wait pages for an agent (and how many of them came after the
+agent had answered: its turn's finish time from the database), and the mean time humans waited
+for an agent per stage. Printed last: the issue's ratios.
+
+    .venv/bin/python bench/lab_load.py [--participants 72] [--rounds 2] [--latency 5] [--database-url URL]
+
+With --database-url (a PostgreSQL server URL), every run gets a new database next to it.
+LAB_BENCH_THINK_SCALE=0.2 shortens every think time (a quick smoke run; not for the figures).
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
 import statistics
@@ -27,7 +40,8 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
 
 import websockets  # noqa: E402  (oTree's own websocket library)
 
@@ -35,20 +49,55 @@ from tests.fake_llm_server import FakeLLMServer  # noqa: E402
 from tests.http_participant import PAGE_RE, HttpParticipant  # noqa: E402
 from tests.lab_server import LabServer, make_project_copy  # noqa: E402
 
-LIVE_SOCKET = re.compile(r'id="otree-live"[^>]*data-socket-url="([^"]+)"')
 WAIT_SOCKET = re.compile(r'makeReconnectingWebSocket\("([^"]+)"\)')
 # Seconds a person spends on each page (uniform ranges): long enough to write, read, decide.
+THINK_SCALE = float(os.environ.get("LAB_BENCH_THINK_SCALE", "1"))
 THINK = {"Message1": (8, 12), "Message2": (8, 12), "Read1": (3, 5), "Read2": (3, 5), "Decision": (5.5, 8),
          "Result": (1, 2)}
+WAITS_FOR_ASSOCIATE = {"WaitMessage1", "WaitMessage2", "WaitDecision"}
+TURN_OF_WAIT = {"WaitMessage1": "message_1", "WaitMessage2": "message_2", "WaitDecision": "decision"}
+LIMITS = dict(message_1_seconds=60, read_1_seconds=30, message_2_seconds=60, read_2_seconds=30,
+              decision_seconds=30, result_seconds=20)
+CONFIG = "{}_uninformed_wc_first"
+# The project's configs with only the two game apps (the baseline has no instructions either).
+BENCH_SETTINGS = f"""
+exec(compile(open({str(BENCH.parent / 'settings.py')!r}).read(), "settings.py", "exec"))
+SESSION_CONFIGS = [dict(c, app_sequence=c["app_sequence"][1:3]) for c in SESSION_CONFIGS]
+"""
 
 
 class BenchParticipant(HttpParticipant):
-    """Waits on AgentWait pages through the page's live websocket, as the browser does."""
+    """Thinks as a person would; waits on wait pages for the push on their websocket."""
 
     def play(self, timeout: float = 900):
         self.rng = random.Random(self.code)
-        self.think_seconds = lambda page: self.rng.uniform(*THINK.get(page, (0.2, 0.5)))
-        return super().play(timeout)
+        self.requests = 0
+        self.landings = []  # (app, page, round, epoch time landed, seconds waited)
+        rounds: dict[str, int] = {}
+        deadline = time.monotonic() + timeout
+        response = self._request("GET", self.url, "start")
+        while time.monotonic() < deadline:
+            match = PAGE_RE.search(response.url)
+            if not match:  # past the last app (OutOfRangeNotification)
+                self.done = True
+                return self
+            app, page = match["app"], match["page"]
+            if page in ("Message1",) or (page == "Decision" and "without" in app):
+                rounds[app] = rounds.get(app, 0) + 1
+            if page in WAITS_FOR_ASSOCIATE or page == "RoundStart":
+                landed, started = time.time(), time.monotonic()
+                self.wait_on_wait_page(response)
+                self.landings.append((app, page, rounds.get(app, 0), landed, time.monotonic() - started))
+                response = self._request("GET", response.url, page)
+                continue
+            time.sleep(THINK_SCALE * self.rng.uniform(*THINK.get(page, (0.2, 0.5))))
+            response = self._request("POST", response.url, page, data=self.answer(page))
+        raise AssertionError(f"participant {self.code} did not finish")
+
+    def _request(self, method, url, page, **kwargs):
+        response = super()._request(method, url, page, **kwargs)
+        self.requests += 1 + len(response.history)
+        return response
 
     def wait_on_wait_page(self, response):
         """As oTree's wait page does in a browser: wait for 'ready' on its websocket."""
@@ -56,76 +105,123 @@ class BenchParticipant(HttpParticipant):
         if socket_path is None:
             return super().wait_on_wait_page(response)
         ws_url = self.base_url.replace("http://", "ws://") + socket_path.group(1).replace("&amp;", "&")
-        asyncio.run(_wait_for(ws_url, lambda message: message.get("status") == "ready", send=None))
-
-    def _request(self, method, url, page, **kwargs):
-        response = super()._request(method, url, page, **kwargs)
-        match = PAGE_RE.search(response.url)
-        if match and match["page"].startswith("AgentWait"):
-            started = time.monotonic()
-            socket_path = LIVE_SOCKET.search(response.text)
-            if socket_path:
-                ws_url = self.base_url.replace("http://", "ws://") + socket_path.group(1).replace("&amp;", "&")
-                asyncio.run(_wait_for(ws_url, lambda message: (message.get("live_method_payload") or {}).get("ready"),
-                                      send={}))
-            name = match["page"]
-            self.waited[name] = self.waited.get(name, 0.0) + time.monotonic() - started
-        return response
+        asyncio.run(_wait_for_ready(ws_url))
 
 
-async def _wait_for(ws_url: str, is_ready, *, send, timeout: float = 300, ask_every: float = 0.7) -> None:
-    """Open a page's websocket and return at the first 'ready' message; with ``send``, ask
-    again every ``ask_every`` seconds after each answer, as the AgentWait page does."""
+async def _wait_for_ready(ws_url: str, timeout: float = 300) -> None:
     async with websockets.connect(ws_url, max_size=None) as ws:
-        if send is not None:
-            await ws.send(json.dumps(send))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = json.loads(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
-            if is_ready(message):
+            if message.get("status") == "ready" or message.get("error"):
                 return
-            if send is not None:
-                await asyncio.sleep(ask_every)
-                await ws.send(json.dumps(send))
 
 
-def run(latency: float, participants: int, rounds: int, database_url: str = "") -> dict:
+# As a lab runs the server (README, "Running a real lab session"): oTree's production mode, which
+# among other things leaves out the debug panel debug mode renders on every page.
+PRODUCTION = dict(OTREE_PRODUCTION="1", OTREE_AUTH_LEVEL="STUDY", OTREE_ADMIN_PASSWORD="bench-only",
+                  OTREE_SECRET_KEY="bench-only", OTREE_REST_KEY="bench-only")
+
+
+def create_session(server, config: str, participants: int, **config_fields) -> dict:
+    """oTree's REST API, with the key production mode asks for."""
+    import requests
+
+    headers = {"otree-rest-key": PRODUCTION["OTREE_REST_KEY"]}
+    response = requests.post(f"{server.base_url}/api/sessions", headers=headers, timeout=120, json=dict(
+        session_config_name=config, num_participants=participants, modified_session_config_fields=config_fields))
+    assert response.ok, f"{response.status_code}: {response.text[:500]}"
+    response = requests.post(f"{server.base_url}/api/get_session/{response.json()['code']}", json={},
+                             headers=headers, timeout=60)
+    assert response.ok, f"{response.status_code}: {response.text[:500]}"
+    return response.json()
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from the kernel's accounting."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def turn_finish_times(database_url: str, workdir: Path) -> dict:
+    """(participant code, app, round, turn kind) -> epoch time the agent's turn finished."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(database_url or f"sqlite:///{workdir / 'db.sqlite3'}")
+    finished = {}
+    with engine.connect() as connection:
+        for app in ("game_with_chat", "game_without_chat"):
+            rows = connection.execute(sqlalchemy.text(
+                f"SELECT pa.code, pl.round_number, t.kind, t.finished_at FROM {app}_agentturn t "
+                f"JOIN {app}_player pl ON t.player_id = pl.id JOIN otree_participant pa ON pl.participant_id = pa.id"))
+            for code, round_number, kind, finished_at in rows:
+                finished[(code, app, round_number, kind)] = finished_at
+    engine.dispose()
+    return finished
+
+
+def plain_project(work: Path) -> Path:
+    work.mkdir(parents=True)
+    for entry in (BENCH / "plain_otree").iterdir():
+        if entry.name != "__pycache__":
+            (work / entry.name).symlink_to(entry)
+    return work
+
+
+def lab_project(work: Path) -> Path:
+    make_project_copy(work)
+    (work / "settings.py").unlink()
+    (work / "settings.py").write_text(BENCH_SETTINGS)
+    return work
+
+
+def run(kind: str, participants: int, rounds: int, latency: float = 0.0, database_url: str = "") -> dict:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(latency=latency) as fake:
-        server = LabServer(make_project_copy(Path(tmp) / "project"), database_url, FAKE_LLM_KEY="bench-dummy-key",
-                           LAB_MAX_ROUNDS_PER_GAME=str(rounds)).start()
+        if kind == "plain":
+            workdir, config, fields = plain_project(Path(tmp) / "plain"), "plain_pd", {}
+        else:
+            workdir = lab_project(Path(tmp) / "project")
+            config = CONFIG.format(kind)
+            fields = dict(language="en")
+            if kind == "hf":
+                fields.update(llm_provider="openai_compatible", llm_model="fake-gpt", llm_base_url=fake.base_url_openai,
+                              llm_api_key_env="FAKE_LLM_KEY", llm_requests_per_minute=6000, session_budget=0)
+        server = LabServer(workdir, database_url, FAKE_LLM_KEY="bench-dummy-key",
+                           LAB_MAX_ROUNDS_PER_GAME=str(rounds), **PRODUCTION).start()
         try:
-            session = server.create_session(
-                "hf_informed_wc_first", participants, rounds_per_game=rounds, language="en",
-                llm_provider="openai_compatible", llm_model="fake-gpt", llm_base_url=fake.base_url_openai,
-                llm_api_key_env="FAKE_LLM_KEY", llm_requests_per_minute=6000, session_budget=0)
+            session = create_session(server, config, participants, rounds_per_game=rounds, **LIMITS, **fields)
             players = [BenchParticipant(server.base_url, p["code"]) for p in session["participants"]]
-            started = time.monotonic()
+            cpu_before, started = cpu_seconds(server.process.pid), time.monotonic()
             threads = [threading.Thread(target=p.play) for p in players]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
-            wall = time.monotonic() - started
+            cpu, wall = cpu_seconds(server.process.pid) - cpu_before, time.monotonic() - started
             unfinished = [p.code for p in players if not p.done]
             if unfinished:
                 raise SystemExit(f"{len(unfinished)} participants did not finish; server log:\n{server.log()[-2000:]}")
-            fallbacks = sum(d["timed_out"] == "True" for d in server.export(
-                "payment", "custom_export_decisions", session["code"]) if d["player_kind"] == "agent")
+            finished = turn_finish_times(database_url, workdir) if kind == "hf" else {}
         finally:
             server.stop()
-        times = sorted(t.seconds for p in players for t in p.timings if not t.changed_app)
-        transitions = sorted(t.seconds for p in players for t in p.timings if t.changed_app)
-        waits: dict[str, list[float]] = {}
-        for p in players:
-            for page, seconds in p.waited.items():
-                if page.startswith("AgentWait"):
-                    waits.setdefault(page, []).append(seconds / rounds / 2 if page == "AgentWaitDecision"
-                                                      else seconds / rounds)
-        return dict(p95=times[int(0.95 * (len(times) - 1))], median=statistics.median(times), requests=len(times),
-                    transition_p95=transitions[int(0.95 * (len(transitions) - 1))],
-                    wall=wall, waits={page: statistics.mean(v) for page, v in waits.items()},
-                    wait_max={page: max(v) for page, v in waits.items()}, peak=fake.peak_in_flight,
-                    agent_fallbacks=fallbacks)
+    participant_rounds = participants * rounds * 2
+    times = sorted(t.seconds for p in players for t in p.timings)
+    agent_waits = [(p.code, *landing) for p in players for landing in p.landings
+                   if kind == "hf" and landing[1] in WAITS_FOR_ASSOCIATE]
+    already_answered = sum(1 for code, app, page, round_number, landed, _ in agent_waits
+                           if (finished.get((code, app, round_number, TURN_OF_WAIT[page])) or 1e18) < landed)
+    stages = participants * rounds * (3 + 1)  # agent stages per participant-round: 3 with chat, 1 without
+    return dict(
+        kind=kind, p50=_percentile(times, 50), p95=_percentile(times, 95), p99=_percentile(times, 99),
+        cpu_per_round=cpu / participant_rounds, requests_per_round=sum(p.requests for p in players) / participant_rounds,
+        agent_wait_landings=len(agent_waits), landed_although_answered=already_answered,
+        wait_per_stage=sum(w[-1] for w in agent_waits) / stages if kind == "hf" else None,
+        wall=wall, peak=fake.peak_in_flight,
+    )
+
+
+def _percentile(values: list, q: float) -> float:
+    return values[min(len(values) - 1, int(q / 100 * (len(values) - 1) + 0.5))]
 
 
 def _fresh_database(admin_url: str, label: str) -> str:
@@ -142,28 +238,43 @@ def _fresh_database(admin_url: str, label: str) -> str:
     return admin_url.rsplit("/", 1)[0] + f"/{name}"
 
 
+def describe(label: str, r: dict) -> str:
+    line = (f"{label:<28} page p50 {r['p50']:.3f} s  p95 {r['p95']:.3f} s  p99 {r['p99']:.3f} s  "
+            f"server CPU {r['cpu_per_round']:.3f} s/participant-round  {r['requests_per_round']:.1f} requests/participant-round")
+    if r["kind"] == "hf":
+        line += (f"  agent-wait landings {r['agent_wait_landings']} ({r['landed_although_answered']} after the agent "
+                 f"had answered)  human wait {r['wait_per_stage']:.3f} s/stage")
+    return line + f"  [{r['wall']:.0f} s]"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--participants", type=int, default=72)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--latency", type=float, default=5.0)
-    parser.add_argument("--database-url", default="",
-                        help="an EMPTY PostgreSQL database per run is needed; default: SQLite in a temp folder")
+    parser.add_argument("--database-url", default="", help="PostgreSQL server URL; default: SQLite in a temp folder")
+    parser.add_argument("--only", choices=["plain", "hh", "hf", "hf-slow"], action="append",
+                        help="run only these (repeatable); the ratios need all four")
     args = parser.parse_args()
+    runs = {"plain": ("plain oTree", "plain", 0.0), "hh": ("project H-H", "hh", 0.0),
+            "hf": ("project H-F, instant agents", "hf", 0.0),
+            "hf-slow": (f"project H-F, {args.latency:g} s agents", "hf", args.latency)}
     results = {}
-    for label, latency in (("instant agents", 0.0), (f"agents taking {args.latency:g} s", args.latency)):
-        result = run(latency, args.participants, args.rounds, _fresh_database(args.database_url, label))
-        results[label] = result
-        print(f"{label}: {result['requests']} page requests, p95 {result['p95'] * 1000:.0f} ms, "
-              f"median {result['median'] * 1000:.0f} ms (into the next app: p95 {result['transition_p95']:.2f} s), "
-              f"session {result['wall']:.0f} s, "
-              f"peak model calls in flight {result['peak']}, agent fallbacks {result['agent_fallbacks']}")
-        for page, seconds in sorted(result["waits"].items()):
-            print(f"    human waiting for the agent on {page}: mean {seconds:.2f} s per round, "
-                  f"max {result['wait_max'][page]:.2f} s")
-    instant, loaded = results.values()
-    print(f"p95 page response time, agents taking {args.latency:g} s / instant agents: "
-          f"{loaded['p95'] / instant['p95']:.2f}")
+    for key in args.only or list(runs):
+        label, kind, latency = runs[key]
+        results[key] = run(kind, args.participants, args.rounds, latency, _fresh_database(args.database_url, key))
+        print(describe(label, results[key]), flush=True)
+    if len(results) < 4:
+        return
+    plain, hh, hf, slow = (results[k] for k in ("plain", "hh", "hf", "hf-slow"))
+    print(f"agent-wait landings after the agent had answered: {hf['landed_although_answered']} (instant), "
+          f"{slow['landed_although_answered']} ({args.latency:g} s agents); target 0")
+    print(f"mean human wait per stage, {args.latency:g} s agents: {slow['wait_per_stage']:.3f} s; target <= 0.1 s")
+    print(f"ratios: H-F p95 / H-H p95 {hf['p95'] / hh['p95']:.2f} (instant), {slow['p95'] / hh['p95']:.2f} "
+          f"({args.latency:g} s) [target <= 1.05];  CPU per participant-round H-F / H-H "
+          f"{hf['cpu_per_round'] / hh['cpu_per_round']:.2f} (instant), {slow['cpu_per_round'] / hh['cpu_per_round']:.2f} "
+          f"({args.latency:g} s) [target <= 1.1];  H-H / plain oTree {hh['cpu_per_round'] / plain['cpu_per_round']:.2f} "
+          f"[target <= 1.1]")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import protocol
 from lab import matching, timeout_worker
 from lab.pages import TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
-from lab.session_settings import GAME_APPS, params
+from lab.session_settings import GAME_APPS, forget_session_id, params, params_of
 
 
 # Game apps are imported by every oTree process, the timeout worker included.
@@ -32,18 +32,19 @@ def game_rng(session_code: str, game: str, *parts) -> random.Random:
 
 def is_played(player) -> bool:
     """Rounds past the session's rounds_per_game are skipped (NUM_ROUNDS is the maximum)."""
-    return player.round_number <= params(player.session).rounds_per_game
+    return player.round_number <= params_of(player).rounds_per_game
 
 
 def next_app_after_last_round(player, upcoming_apps: list):
     """Result page: after the session's last round go straight to the next app, instead of
     letting oTree step through every unplayed round up to NUM_ROUNDS."""
-    if player.round_number >= params(player.session).rounds_per_game:
+    if player.round_number >= params_of(player).rounds_per_game and upcoming_apps:
         return upcoming_apps[0]
 
 
 def set_round_matching(subsession, game: str) -> None:
     """creating_session: pair humans (H-H) or seat each human with an agent, for this round."""
+    forget_session_id(subsession.session_id)
     p = params(subsession.session)
     players = sorted(subsession.get_players(), key=lambda pl: pl.participant.id_in_session)
     round_index = subsession.round_number - 1
@@ -130,13 +131,13 @@ class TranslatedWait:
 
 
 def stage_timeout(player, stage: str) -> float:
-    return params(player.session).stage_limits[stage]
+    return params_of(player).stage_limits[stage]
 
 
 def round_vars(player, game: str) -> dict:
     """Template variables of the in-round pages: header, texts, and what the decision page
     shows besides the choice (the payoff table and this round's messages)."""
-    p = params(player.session)
+    p = params_of(player)
     t = texts_for(player)
     return dict(
         t=t,

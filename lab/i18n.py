@@ -55,7 +55,13 @@ def _localised(language: str, params: dict) -> _Defaults:
 
 def texts(language: str, **params) -> dict[str, str]:
     """All texts of ``language`` with ``params`` filled into their placeholders."""
-    values = _localised(language, params)
+    return dict(_filled_texts(language, tuple(sorted(params.items()))))
+
+
+@functools.lru_cache(maxsize=256)
+def _filled_texts(language: str, params: tuple) -> dict[str, str]:
+    """Every page asks for these; a session's parameters don't change (callers get a copy)."""
+    values = _localised(language, dict(params))
     return {key: text.format_map(values) for key, text in load_texts(language).items()}
 
 

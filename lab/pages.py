@@ -6,7 +6,7 @@ import time
 
 import protocol
 from lab import i18n
-from lab.session_settings import SessionParams, params
+from lab.session_settings import SessionParams, params_of
 
 
 def text_params(p: SessionParams) -> dict:
@@ -32,7 +32,7 @@ def _money(x: float) -> str:
 
 
 def texts_for(player) -> dict:
-    p = params(player.session)
+    p = params_of(player)
     return i18n.texts(p.language, **text_params(p))
 
 
@@ -97,4 +97,4 @@ class TranslatedTimer(ServerDeadline):
 
     @property
     def timer_text(self):
-        return i18n.text(params(self.session).language, "common_timer")
+        return i18n.text(params_of(self.player).language, "common_timer")

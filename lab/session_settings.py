@@ -116,6 +116,23 @@ def params(session) -> SessionParams:
     return found
 
 
+_PARAMS_BY_SESSION_ID: dict[int, SessionParams] = {}
+
+
+def params_of(model) -> SessionParams:
+    """``params(model.session)`` for a player, group or subsession, by its session's id: pages
+    ask on every request, and loading the session row (its config and vars) is most of what that
+    costs. ``forget_session_id`` runs when a session is created, in case a database reuses ids."""
+    found = _PARAMS_BY_SESSION_ID.get(model.session_id)
+    if found is None:
+        found = _PARAMS_BY_SESSION_ID[model.session_id] = params(model.session)
+    return found
+
+
+def forget_session_id(session_id: int) -> None:
+    _PARAMS_BY_SESSION_ID.pop(session_id, None)
+
+
 def validate(config: dict, num_participants: int) -> SessionParams:
     """Raise SessionConfigError naming the first unusable value; return the parameters."""
     merged = {**config_defaults(), **config}
