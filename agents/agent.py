@@ -27,16 +27,21 @@ import protocol
 
 from . import prompts
 from .models import call_scope, redact
-from .parsing import parse_choice, parse_message
+from .parsing import cut_message, is_refusal, parse_choice, parse_message, split_reasoning
+from .tokens import count_message_tokens
 from .types import CallRecord, CallStatus, ChatMessage, LanguageModel, TurnKind, TurnResult, TurnStatus
 
 STATE_VERSION = 1
-# The turn hands its result back this long before the deadline (bookkeeping, the caller's await).
+# The turn hands its result back this long before the deadline (bookkeeping, the caller's
+# await, a loaded machine: a 5 s decision once came back at 5.56 s with a 0.05 s margin): a tenth
+# of the time the turn has, between these bounds.
 TURN_MARGIN_SECONDS = 0.05
+MAX_TURN_MARGIN_SECONDS = 0.5
 # A re-ask is only worth sending with this much time left.
 MIN_REASK_SECONDS = 1.0
 REASKABLE = {CallStatus.PARSE_ERROR.value, CallStatus.LENGTH.value, CallStatus.REFUSAL.value}
-MEMORY_SCOPES = ("game", "round")
+MEMORY_SCOPES = ("round", "game")
+PENDING = "pending"  # a call record written before sending (CallJournal.started), not yet answered
 EMPTY_REPLY = "(no reply)"
 
 
@@ -47,11 +52,36 @@ def _fallback_note(kind: str, choice: Optional[str]) -> str:
     return "(I sent no message in time.)"
 
 
+def _journal(method, record: CallRecord) -> None:
+    try:
+        method(record)
+    except Exception:  # the journal is a safety net; a turn never fails on it
+        pass
+
+
+class CallJournal:
+    """Where a call's record goes before it is sent and again once it is complete (crash safety).
+
+    ``started`` gets the record with status ``pending`` (messages, prompt tokens, time sent);
+    ``finished`` the same ``call_id`` complete. The default does nothing; the lab's writes to disk.
+    Both must be quick and must not raise (an error is swallowed: a turn never fails on its journal).
+    """
+
+    def started(self, record: CallRecord) -> None:
+        pass
+
+    def finished(self, record: CallRecord) -> None:
+        pass
+
+
 class PersonaAgent:
     """An LLM agent with a cooperative, fair or selfish persona (see the module doc)."""
 
     def __init__(self, agent_id: str, persona: str, model: LanguageModel, *, language: str = "zh",
-                 with_communication: bool = True, seed: Optional[int] = None, memory: str = "game") -> None:
+                 with_communication: bool = True, seed: Optional[int] = None, memory: Optional[str] = None,
+                 message_max_chars: int = protocol.MESSAGE_MAX_CHARS, journal: Optional[CallJournal] = None) -> None:
+        if memory is None:  # the model config's (ModelConfig.memory), else the paper's "round"
+            memory = getattr(getattr(model, "settings", None), "memory", None) or "round"
         if persona not in prompts.PERSONA_NAMES:
             raise ValueError(f"persona must be one of {tuple(prompts.PERSONA_NAMES)}, not {persona!r}")
         if language not in prompts.LANGUAGES:
@@ -67,6 +97,8 @@ class PersonaAgent:
         # "game": every earlier turn is re-sent (a chat across rounds); "round": only this round's
         # turns, past rounds reaching the model through the decision prompt's history lines.
         self.memory = memory
+        self.message_max_chars = message_max_chars
+        self.journal = journal or CallJournal()
         self.conversation: list[dict[str, Any]] = []  # {"round", "role", "content"}
         self.rounds: dict[int, dict[str, Any]] = {}
         self.turns: list[dict[str, Any]] = []  # TurnResult summaries, without the call records
@@ -130,28 +162,52 @@ class PersonaAgent:
     # --- one turn ------------------------------------------------------------------------------
     async def _turn(self, round_number: int, kind: str, prompt: str, deadline: Optional[float]) -> TurnResult:
         started = time.time()
-        model_deadline = math.inf if deadline is None else deadline - TURN_MARGIN_SECONDS
+        if deadline is None:
+            model_deadline = math.inf
+        else:
+            margin = min(MAX_TURN_MARGIN_SECONDS, max(TURN_MARGIN_SECONDS, 0.1 * (deadline - time.monotonic())))
+            model_deadline = deadline - margin
         is_decision = kind == TurnKind.DECISION.value
-        sent = [ChatMessage("system", self._system_prompt()), *self._context(round_number), ChatMessage("user", prompt)]
         exchange = [{"role": "user", "content": prompt}]  # what joins the conversation
         calls: list[CallRecord] = []
         status, parsed = TurnStatus.FALLBACK.value, None
+        turn_flags: list[str] = []
         try:
-            record = await self._call(sent, round_number, kind, 1, model_deadline)
+            fitted = self._fit([ChatMessage("user", prompt)], round_number)
+            if isinstance(fitted, CallRecord):  # nothing could make it fit: refused, not sent
+                fitted.round_number, fitted.turn = round_number, kind
+                calls.append(fitted)
+                return self._finish(round_number, kind, started, calls, exchange, None, fitted.status)
+            sent, trimmed = fitted
+            record = await self._call(sent, round_number, kind, 1, model_deadline, trimmed)
             calls.append(record)
             if record.status == CallStatus.OK.value:
                 status, parsed = TurnStatus.OK.value, record.parsed
                 exchange.append({"role": "assistant", "content": record.raw_reply})
             elif record.status in REASKABLE and model_deadline - time.monotonic() >= MIN_REASK_SECONDS:
-                reask = prompts.reask_prompt(is_decision)
+                too_long = "message_too_long" in record.flags
+                reask = prompts.reask_prompt(is_decision, too_long=too_long, max_chars=self.message_max_chars)
                 bad_reply = record.raw_reply or EMPTY_REPLY
-                exchange += [{"role": "assistant", "content": bad_reply}, {"role": "user", "content": reask}]
-                sent += [ChatMessage("assistant", bad_reply), ChatMessage("user", reask)]
-                record = await self._call(sent, round_number, kind, 2, model_deadline)
-                calls.append(record)
-                if record.status == CallStatus.OK.value:
-                    status, parsed = TurnStatus.REASKED.value, record.parsed
-                    exchange.append({"role": "assistant", "content": record.raw_reply})
+                refit = self._fit([ChatMessage("user", prompt), ChatMessage("assistant", bad_reply),
+                                   ChatMessage("user", reask)], round_number)
+                if not isinstance(refit, CallRecord):
+                    exchange += [{"role": "assistant", "content": bad_reply}, {"role": "user", "content": reask}]
+                    sent, trimmed = refit
+                    record = await self._call(sent, round_number, kind, 2, model_deadline, trimmed)
+                    calls.append(record)
+                    if record.status == CallStatus.OK.value:
+                        status, parsed = TurnStatus.REASKED.value, record.parsed
+                        exchange.append({"role": "assistant", "content": record.raw_reply})
+            if status == TurnStatus.FALLBACK.value and not is_decision:
+                # An over-long message, not shortened by the re-ask: sent cut at a boundary, flagged.
+                long_ones = [c for c in calls if "message_too_long" in c.flags and c.parsed]
+                if long_ones:
+                    status, parsed = TurnStatus.REASKED.value, cut_message(long_ones[-1].parsed,
+                                                                             self.message_max_chars)
+                    turn_flags.append("message_cut")
+                    exchange.append({"role": "assistant", "content": f"<{parsed}>"})
+            if parsed is not None and any("message_too_long" in c.flags for c in calls):
+                turn_flags.insert(0, "message_too_long")
         except asyncio.CancelledError:
             # The caller gave up (e.g. shutdown): remember the turn as a fallback, then let go.
             self._finish(round_number, kind, started, calls, exchange, None, CallStatus.CANCELLED.value)
@@ -162,21 +218,75 @@ class PersonaAgent:
         if status == TurnStatus.FALLBACK.value:
             reason = calls[-1].status if calls else CallStatus.TIMEOUT.value
             return self._finish(round_number, kind, started, calls, exchange, None, reason)
-        return self._finish(round_number, kind, started, calls, exchange, parsed, None, status)
+        return self._finish(round_number, kind, started, calls, exchange, parsed, None, status, ",".join(turn_flags))
+
+    def _fit(self, turn_messages: list[ChatMessage], round_number: int):
+        """(messages to send, earlier rounds dropped) within the model's window, or a refusal record.
+
+        The window holds the prompt and ``max_tokens`` of reply. Earlier rounds' transcripts
+        (memory "game") are dropped oldest first; what is left (system prompt, this round) must fit.
+        """
+        settings = self.model.settings
+        window = getattr(settings, "context_window", None)
+        system = ChatMessage("system", self._system_prompt())
+        context = self._context(round_number)
+        earlier_rounds = sorted({entry["round"] for entry in self.conversation if entry["round"] != round_number
+                                 and self.memory == "game"})
+        trimmed = 0
+        while True:
+            sent = [system, *context, *turn_messages]
+            if window is None:
+                return sent, trimmed
+            tokens = count_message_tokens(sent, settings.provider)
+            if tokens + settings.max_tokens <= window:
+                return sent, trimmed
+            if trimmed >= len(earlier_rounds):
+                record = self._record(sent, round_number, "", 1, None, None, CallStatus.CONTEXT_OVERFLOW.value,
+                                      f"the prompt ({tokens} tokens) and the reply limit (max_tokens "
+                                      f"{settings.max_tokens}) do not fit the context window of {window} tokens "
+                                      f"of {settings.model}; not sent")
+                record.prompt_tokens, record.trimmed = tokens, trimmed
+                now = time.time()
+                record.time_sent = record.time_done = now
+                return record
+            trimmed += 1  # drop the oldest earlier round still sent
+            kept = {round_number, *earlier_rounds[trimmed:]}
+            context = [ChatMessage(e["role"], e["content"]) for e in self.conversation if e["round"] in kept]
 
     async def _call(self, sent: list[ChatMessage], round_number: int, kind: str, attempt: int,
-                    deadline: float) -> CallRecord:
-        with call_scope(f"{self.agent_id}|{self.seed}|r{round_number}|{kind}|{attempt}"):
-            reply = await self.model.complete(list(sent), deadline=deadline)
-        status, parsed = reply.status, None
+                    deadline: float, trimmed: int = 0) -> CallRecord:
+        record = self._record(sent, round_number, kind, attempt, None, None, PENDING, None)
+        record.prompt_tokens = count_message_tokens(sent, self.model.settings.provider)
+        record.trimmed = trimmed
+        record.time_sent = time.time()
+        _journal(self.journal.started, record)
+        try:
+            with call_scope(f"{self.agent_id}|{self.seed}|r{round_number}|{kind}|{attempt}"):
+                reply = await self.model.complete(list(sent), deadline=deadline)
+        except asyncio.CancelledError:
+            record.status, record.time_done = CallStatus.CANCELLED.value, time.time()
+            _journal(self.journal.finished, record)
+            raise
+        status, parsed, flags = reply.status, None, []
+        answer, reasoning = split_reasoning(reply.text)
+        reasoning = "\n".join(part for part in (reply.reasoning, reasoning) if part) or None
         if reply.status == CallStatus.OK.value:
-            parsed = parse_choice(reply.text) if kind == TurnKind.DECISION.value else parse_message(reply.text)
+            if kind == TurnKind.DECISION.value:
+                parsed = parse_choice(reply.text)
+            else:
+                parsed = parse_message(reply.text, max_chars=None)
+                if parsed is not None and len(parsed) > self.message_max_chars:
+                    flags.append("message_too_long")
+                    status = CallStatus.PARSE_ERROR.value  # re-asked for a shorter one
             if parsed is None:
-                status = CallStatus.PARSE_ERROR.value
-        record = self._record(sent, round_number, kind, attempt, reply.text, parsed, status, reply.error)
+                status = CallStatus.REFUSAL.value if is_refusal(reply.text) else CallStatus.PARSE_ERROR.value
+        record.raw_reply, record.parsed, record.status, record.error = reply.text, parsed, status, reply.error
+        record.reasoning, record.flags = reasoning, ",".join(flags)
         record.input_tokens, record.output_tokens, record.cost = reply.input_tokens, reply.output_tokens, reply.cost
-        record.time_sent, record.time_first_byte, record.time_done = reply.time_sent, reply.time_first_byte, reply.time_done
+        record.time_sent = reply.time_sent or record.time_sent
+        record.time_first_byte, record.time_done = reply.time_first_byte, reply.time_done
         record.retries = reply.retries
+        _journal(self.journal.finished, record)
         return record
 
     def _record(self, sent: list[ChatMessage], round_number: int, kind: str, attempt: int, raw: Optional[str],
@@ -196,7 +306,7 @@ class PersonaAgent:
 
     def _finish(self, round_number: int, kind: str, started: float, calls: list[CallRecord],
                 exchange: list[dict[str, str]], parsed: Optional[str], fallback_reason: Optional[str],
-                status: str = TurnStatus.FALLBACK.value) -> TurnResult:
+                status: str = TurnStatus.FALLBACK.value, flags: str = "") -> TurnResult:
         is_decision = kind == TurnKind.DECISION.value
         if fallback_reason is not None:
             parsed = self._random_choice(round_number) if is_decision else None
@@ -205,7 +315,7 @@ class PersonaAgent:
         result = TurnResult(
             agent_id=self.agent_id, round_number=round_number, turn=kind, status=status,
             text=None if is_decision else parsed, choice=parsed if is_decision else None,
-            fallback_reason=fallback_reason, calls=calls, started_at=started, finished_at=time.time(),
+            fallback_reason=fallback_reason, calls=calls, started_at=started, finished_at=time.time(), flags=flags,
         )
         self.turns.append({f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name != "calls"})
         return result
@@ -241,6 +351,7 @@ class PersonaAgent:
             "version": STATE_VERSION,
             "agent_id": self.agent_id, "persona": self.persona, "language": self.language,
             "with_communication": self.with_communication, "seed": self.seed, "memory": self.memory,
+            "message_max_chars": self.message_max_chars,
             "conversation": [dict(entry) for entry in self.conversation],
             "rounds": {str(number): dict(r) for number, r in self.rounds.items()},
             "turns": [dict(t) for t in self.turns],
@@ -251,8 +362,53 @@ class PersonaAgent:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"agent state version {state.get('version')!r} is not {STATE_VERSION}")
         agent = cls(state["agent_id"], state["persona"], model, language=state["language"],
-                    with_communication=state["with_communication"], seed=state["seed"], memory=state["memory"])
+                    with_communication=state["with_communication"], seed=state["seed"], memory=state["memory"],
+                    message_max_chars=state.get("message_max_chars", protocol.MESSAGE_MAX_CHARS))
         agent.conversation = [dict(entry) for entry in state["conversation"]]
         agent.rounds = {int(number): dict(r) for number, r in state["rounds"].items()}
         agent.turns = [dict(t) for t in state["turns"]]
         return agent
+
+
+def probe_personas(model: LanguageModel, *, language: str = "zh", with_communication: bool = True,
+                   seconds: float = 60.0) -> list[dict[str, Any]]:
+    """One first turn per persona (message 1, or the decision without chat), as the lab would
+    ask it: what came back, what was parsed, status, latency and tokens. For the agents page's
+    "Test model" button. Runs on a private thread with its own loop; never raises."""
+    import threading
+
+    results: list[dict[str, Any]] = []
+
+    async def probe(persona: str) -> dict[str, Any]:
+        agent = PersonaAgent(f"test-{persona}", persona, model, language=language,
+                             with_communication=with_communication, seed=0)
+        deadline = time.monotonic() + seconds
+        if with_communication:
+            turn = await agent.message_1(1, deadline=deadline)
+        else:
+            turn = await agent.decide(1, deadline=deadline)
+        last = turn.calls[-1] if turn.calls else None
+        latency = None
+        if last is not None and last.time_done and turn.calls[0].time_sent:
+            latency = last.time_done - turn.calls[0].time_sent
+        return dict(persona=persona, status=turn.status, fallback_reason=turn.fallback_reason,
+                    reply=last.raw_reply if last else None, reasoning=last.reasoning if last else None,
+                    parsed=turn.text if with_communication else turn.choice,
+                    latency=latency, calls=len(turn.calls),
+                    input_tokens=sum(c.input_tokens or 0 for c in turn.calls),
+                    output_tokens=sum(c.output_tokens or 0 for c in turn.calls),
+                    error=last.error if last else None, flags=turn.flags)
+
+    async def probe_all() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(probe(persona) for persona in prompts.PERSONA_NAMES)))
+
+    def run() -> None:
+        try:
+            results.extend(asyncio.run(probe_all()))
+        except Exception as error:  # a turn never raises; this covers a broken model object
+            results.append(dict(persona="(all)", status="error", error=redact(f"{type(error).__name__}: {error}")))
+
+    worker = threading.Thread(target=run, name="agents-probe")
+    worker.start()
+    worker.join()
+    return results

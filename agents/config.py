@@ -57,6 +57,11 @@ class ModelConfig(BaseModel):
     requests_per_minute: Optional[int] = Field(600, ge=1, description="None = no limit")
     price_input_per_mtok: Optional[float] = Field(None, ge=0, description="USD per million input tokens")
     price_output_per_mtok: Optional[float] = Field(None, ge=0, description="USD per million output tokens")
+    memory: Literal["round", "game"] = Field(
+        "round", description="round: this round's turns + the history lines (the paper); game: every earlier turn")
+    context_window: Optional[int] = Field(
+        None, ge=256, description="tokens (prompt + reply); None = agents/context_windows.toml's, if listed")
+    check_model: bool = Field(True, description="lab: one real call at session creation; off for offline demos")
     simulated_latency: float = Field(0.0, ge=0, description="simulated: seconds each reply takes")
     simulated_seed: int = 0
     simulated_fair_break_rate: float = Field(0.1, ge=0, le=1, description="simulated: fair agent breaks its word")
@@ -117,6 +122,16 @@ class ModelConfig(BaseModel):
         """The key from the environment, read at client creation only; never stored or logged."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
+    def resolved_context_window(self) -> Optional[int]:
+        """The window prompts are checked against: the config's, else the table's (None = unknown)."""
+        if self.context_window is not None:
+            return self.context_window
+        if self.provider == "simulated":
+            return None
+        from .tokens import known_context_window
+
+        return known_context_window(self.model)
+
     def prices(self) -> tuple[Optional[float], Optional[float]]:
         """(input, output) USD per million tokens: the config's, else the shipped table's."""
         if self.provider == "simulated":
@@ -161,7 +176,8 @@ def default_model_config() -> ModelConfig:
 def session_config_defaults() -> dict[str, Any]:
     """Flat ``llm_*`` keys for oTree's SESSION_CONFIG_DEFAULTS ("" = not set / default)."""
     keys = ("provider", "model", "temperature", "max_tokens", "seed", "base_url", "api_key_env",
-            "request_timeout", "max_retries", "concurrency", "requests_per_minute")
+            "request_timeout", "max_retries", "concurrency", "requests_per_minute", "memory", "context_window",
+            "check_model")
     defaults = ModelConfig()
     out = {}
     for key in keys:

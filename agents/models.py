@@ -51,6 +51,11 @@ _RETRYABLE_STATUSES = {CallStatus.RATE_LIMITED.value, CallStatus.PROVIDER_ERROR.
 _SECRET_PATTERN = re.compile(r"(sk-[A-Za-z0-9_\-]{3,}|sk_[A-Za-z0-9_\-]{3,}|AIza[0-9A-Za-z_\-]{8,}|"
                              r"(?i:bearer)\s+\S+|(?i:x-api-key)[\"':\s]+\S+)")
 
+# How providers and servers say a request does not fit the model's window (OpenAI, vLLM,
+# llama.cpp, Ollama, Anthropic).
+_CONTEXT_OVERFLOW = re.compile(r"context length|context window|context_length|maximum context|exceeds? the context|"
+                               r"too many tokens|prompt is too long|n_ctx|exceed_context_size", re.IGNORECASE)
+
 # What the current call is, set by the caller (the agent): lets the simulated model draw its
 # randomness per agent, round and turn, independent of the order concurrent calls are served.
 _call_scope: contextvars.ContextVar[str] = contextvars.ContextVar("agents_call_scope", default="")
@@ -217,6 +222,8 @@ class _SDKAdapter:
             return ModelReply(CallStatus.RATE_LIMITED.value, error=text, retry_after=retry_after, retryable=True)
         if status_code in (401, 403, 404):
             return ModelReply(CallStatus.CONFIG_ERROR.value, error=text, retryable=False)
+        if status_code in (400, 413, 422) and _CONTEXT_OVERFLOW.search(str(error)):
+            return ModelReply(CallStatus.CONTEXT_OVERFLOW.value, error=text, retryable=False)
         if status_code in (408, 409) or status_code >= 500:
             return ModelReply(CallStatus.PROVIDER_ERROR.value, error=text, retry_after=retry_after, retryable=True)
         return ModelReply(CallStatus.PROVIDER_ERROR.value, error=text, retryable=False)  # 400, 422: our request
@@ -271,6 +278,11 @@ class OpenAIChatModel(_SDKAdapter):
                               **tokens)
         choice = response.choices[0]
         text = choice.message.content or ""
+        # Reasoning models behind OpenAI-compatible servers (vLLM, llama.cpp, DeepSeek, OpenRouter)
+        # return their thinking apart; it goes on the record, never into the reply that is parsed.
+        extra = getattr(choice.message, "model_extra", None) or {}
+        reasoning = extra.get("reasoning_content") or extra.get("reasoning") or None
+        tokens["reasoning"] = reasoning if isinstance(reasoning, str) else None
         if getattr(choice.message, "refusal", None) or choice.finish_reason == "content_filter":
             return ModelReply(CallStatus.REFUSAL.value, text=text or choice.message.refusal,
                               error=f"refused (finish_reason {choice.finish_reason})", **tokens)
@@ -318,9 +330,12 @@ class AnthropicModel(_SDKAdapter):
         response = await client.messages.create(model=self.settings.model, messages=turns, timeout=timeout,
                                                 **extra, **parameters)
         text = "".join(getattr(block, "text", "") for block in response.content or [])
+        # Extended thinking comes as "thinking" blocks: on the record, never in the parsed reply.
+        thinking = "\n".join(getattr(block, "thinking", "") or "" for block in response.content or []
+                             if getattr(block, "type", "") == "thinking")
         usage = getattr(response, "usage", None)
         tokens = dict(input_tokens=getattr(usage, "input_tokens", None),
-                      output_tokens=getattr(usage, "output_tokens", None))
+                      output_tokens=getattr(usage, "output_tokens", None), reasoning=thinking or None)
         if response.stop_reason == "refusal":
             return ModelReply(CallStatus.REFUSAL.value, text=text, error="refused (stop_reason refusal)", **tokens)
         if response.stop_reason == "max_tokens":
@@ -530,7 +545,8 @@ class DeadlineGuard:
 def model_settings(cfg: ModelConfig) -> ModelSettings:
     """What is sent: Anthropic has no seed, so none is recorded for it."""
     return ModelSettings(provider=cfg.provider, model=cfg.model, temperature=cfg.temperature,
-                         max_tokens=cfg.max_tokens, seed=None if cfg.provider == "anthropic" else cfg.seed)
+                         max_tokens=cfg.max_tokens, seed=None if cfg.provider == "anthropic" else cfg.seed,
+                         context_window=cfg.resolved_context_window(), memory=cfg.memory)
 
 
 def build_adapter(cfg: ModelConfig) -> LanguageModel:
@@ -565,3 +581,52 @@ def build_model(cfg: ModelConfig, *, budget: Optional[Budget] = None) -> Languag
                               max_delay=cfg.retry_max_delay)
     return DeadlineGuard(model)
 
+
+
+# --- the model check -------------------------------------------------------------------------------
+CHECK_PROMPT = "This is a connection test. Reply with the single word OK."
+CHECK_SECONDS = 30.0
+_PLAIN_STATUS = {
+    CallStatus.CONFIG_ERROR.value: "the provider refused the key or does not know the model",
+    CallStatus.PROVIDER_ERROR.value: "the provider could not be reached or answered with an error",
+    CallStatus.TIMEOUT.value: "no answer in time",
+    CallStatus.RATE_LIMITED.value: "the provider is rate-limiting this key",
+    CallStatus.CONTEXT_OVERFLOW.value: "the model's context window is too small even for a test prompt",
+    CallStatus.BUDGET.value: "the budget is spent",
+}
+
+
+def check_model(cfg: ModelConfig, *, seconds: float = CHECK_SECONDS,
+                model: Optional[LanguageModel] = None) -> tuple[Optional[str], ModelReply]:
+    """One real call with ``cfg``'s settings: (None, reply) when the model answered, else
+    (a plain sentence naming the problem and the provider's own error, reply).
+
+    Runs on a private thread with its own loop, so it may be called from a synchronous hook or
+    from inside a running event loop (session creation). The simulated model passes trivially.
+    """
+    if cfg.provider == "simulated":
+        return None, ModelReply(CallStatus.OK.value, text="OK")
+    model = model or build_model(cfg)
+    outcome: list[ModelReply] = []
+
+    def run() -> None:
+        async def one_call() -> ModelReply:
+            return await model.complete([ChatMessage("user", CHECK_PROMPT)],
+                                        deadline=time.monotonic() + min(seconds, cfg.request_timeout))
+
+        try:
+            outcome.append(asyncio.run(one_call()))
+        except Exception as error:  # pragma: no cover - DeadlineGuard already turns errors into replies
+            outcome.append(ModelReply(CallStatus.PROVIDER_ERROR.value, error=redact(repr(error))))
+
+    worker = threading.Thread(target=run, name="agents-model-check")
+    worker.start()
+    worker.join()
+    reply = outcome[0]
+    if reply.status in (CallStatus.OK.value, CallStatus.LENGTH.value, CallStatus.REFUSAL.value):
+        return None, reply  # the model answered: reachable, key and name accepted
+    where = f" at {cfg.base_url}" if cfg.base_url else ""
+    problem = _PLAIN_STATUS.get(reply.status, reply.status)
+    error = re.sub(r"attempt \d+: \w+: ", "", reply.error or reply.status)  # the retry layer's bookkeeping
+    return (f"the model check (one call to {cfg.provider} model {cfg.model!r}{where}) failed: {problem}. "
+            f"Provider's error: {error}"), reply

@@ -2,8 +2,14 @@
 
 Both parsers are tolerant of what real models write (full-width brackets and letters, Markdown
 bold, quotes, extra words, Chinese phrasing) and return None for anything they cannot read with
-confidence: the agent then re-asks once or falls back. The last usable occurrence wins, because
+confidence: the agent then re-asks once or falls back. The last usable message wins, because
 models often restate the instruction ("I must complete 'I DECIDE TO CHOOSE []'") before answering.
+
+Reasoning is never read as the answer: ``split_reasoning`` removes ``<think>…</think>`` blocks
+(and a reply that opens with reasoning but only shows ``</think>``) before either parser runs.
+HTML tags (``<b>``, ``</b>``, ``<img src=x onerror=…>``) are never messages. Decisions that
+conflict (A in one sentence, B in another, "A and B") or are retracted afterwards ("just
+kidding", "wait, no") are None: re-asked, never guessed.
 """
 
 from __future__ import annotations
@@ -29,6 +35,31 @@ _NOT_MESSAGES = {
     "br/",
     "/br",
 }
+# Reasoning blocks of reasoning models (DeepSeek-R1, Qwen3, QwQ...) and their variants.
+_REASONING_BLOCK = re.compile(r"<(think|thinking|reasoning|reflection)>.*?(?:</\1>|$)", re.IGNORECASE | re.DOTALL)
+_REASONING_CLOSE = re.compile(r"</(?:think|thinking|reasoning|reflection)>", re.IGNORECASE)
+# HTML: a closing tag, a tag with attributes, a comment, or a known element name.
+_HTML_ELEMENTS = ("a abbr b big blockquote body br center code del details div em font h1 h2 h3 h4 h5 h6 head hr "
+                  "html i iframe img input ins kbd li link mark meta ol p pre s script small span strike strong "
+                  "style sub summary sup svg table tbody td th thead title tr tt u ul video audio object embed "
+                  "form button textarea select option frame frameset base").split()
+_HTML_TAG = re.compile(
+    r"<\s*/[^<>]*>|<!--.*?-->|<\s*[A-Za-z][\w-]*\s+[\w:-]+\s*=[^<>]*>"
+    r"|<\s*(?:" + "|".join(_HTML_ELEMENTS) + r")\s*/?\s*>",
+    re.DOTALL,
+)
+# Plain-text refusals ("I'm sorry, but I can't help with that").
+_REFUSAL = re.compile(
+    r"^\W*(?:I'?m sorry|I am sorry|sorry|I apologi[sz]e|I can(?:'|no)?t (?:help|assist|comply|do that|"
+    r"participate|provide|engage)|I cannot|I won'?t be able|As an AI|抱歉|对不起|很抱歉|我不能|我无法)",
+    re.IGNORECASE,
+)
+# Taking a decision back after stating it.
+_RETRACTION = re.compile(
+    r"just kidding|\bwait,? no\b|\bno,? wait\b|\bactually,? no\b|take (?:that|it) back|scratch that|"
+    r"\bnever ?mind\b|on second thought|changed? my mind|\bnot really\b|开玩笑|不对|算了|改主意",
+    re.IGNORECASE,
+)
 _QUOTES = "\"'“”‘’「」『』*_` "
 _CHOICE_SENTENCE = re.compile(r"(?:I\s*DECIDE\s*TO\s*CHOOSE|我决定选择?)", re.IGNORECASE)
 # What may follow the sentence before the letter: spaces, Markdown, quotes, brackets, "option".
@@ -37,21 +68,77 @@ _CHOICE_LETTER = re.compile(
     r"""[\[【(（{]?[\s*_"'“”‘’`]*(?:option\s*)?([AB])(?![A-Za-z])[\s*_"'“”‘’`]*[\]】)）}]?""",
     re.IGNORECASE,
 )
-# "[A] or [B]", "A/B", "A or B": the instruction echoed, not a choice.
+# "[A] or [B]", "A/B", "A or B": the instruction echoed, not a choice; "A and B": no choice either.
 _ECHOED_ALTERNATIVES = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:or|/|\||或者?|还是)\s*[\[【(（{]?\s*[AB]\b",
                                   re.IGNORECASE)
+_BOTH_LETTERS = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:and|&|\+|,|和|与|跟)\s*[\[【(（{]?\s*[AB]\b", re.IGNORECASE)
 
 
-def parse_message(reply: Optional[str]) -> Optional[str]:
-    """The last non-empty message inside angle brackets, trimmed; None if there is none."""
+def split_reasoning(reply: Optional[str]) -> tuple[str, Optional[str]]:
+    """(the answer, the reasoning or None): ``<think>`` blocks and text before a lone ``</think>``."""
     if not reply:
+        return reply or "", None
+    parts = [m.group(0) for m in _REASONING_BLOCK.finditer(reply)]
+    answer = _REASONING_BLOCK.sub(" ", reply)
+    close = None
+    for close in _REASONING_CLOSE.finditer(answer):
+        pass
+    if close is not None:  # the server kept only the closing tag: all before it is reasoning
+        parts.append(answer[: close.end()])
+        answer = answer[close.end():]
+    return answer.strip(), ("\n".join(p.strip() for p in parts) or None)
+
+
+def strip_html(text: str) -> str:
+    """The text without HTML tags (so a tag is never taken for a ``<message>``)."""
+    return _HTML_TAG.sub(" ", text)
+
+
+def is_refusal(reply: Optional[str]) -> bool:
+    """A plain-text refusal of the task (checked only when nothing could be parsed)."""
+    answer, _ = split_reasoning(reply)
+    return bool(answer) and _REFUSAL.search(answer) is not None
+
+
+def parse_message(reply: Optional[str], max_chars: Optional[int] = protocol.MESSAGE_MAX_CHARS) -> Optional[str]:
+    """The last non-empty message inside angle brackets, trimmed; None if there is none.
+
+    Cut to ``max_chars`` at a sentence or word boundary (``max_chars=None``: never cut; the agent
+    uses that to re-ask for a shorter message first, see ``cut_message``).
+    """
+    answer, _ = split_reasoning(reply)
+    if not answer:
         return None
+    answer = strip_html(answer)
     for pattern in _MESSAGE_PATTERNS:
-        candidates = [_clean_message(m.group(1)) for m in pattern.finditer(reply)]
+        candidates = [_clean_message(m.group(1)) for m in pattern.finditer(answer)]
         candidates = [c for c in candidates if c and c.lower().rstrip(".") not in _NOT_MESSAGES]
         if candidates:
-            return candidates[-1][: protocol.MESSAGE_MAX_CHARS]
+            return candidates[-1] if max_chars is None else cut_message(candidates[-1], max_chars)
     return None
+
+
+_SENTENCE_END = re.compile(r"[.!?。！？…~～]+[\"'”’」)]*\s*")
+
+
+def cut_message(text: str, max_chars: int) -> str:
+    """``text`` if it fits, else its longest prefix ending a sentence (if at least half the limit
+    is kept), else at the last space, else (Chinese has no spaces) at the last punctuation mark
+    or the limit itself."""
+    if len(text) <= max_chars:
+        return text
+    head = text[:max_chars]
+    ends = [m.end() for m in _SENTENCE_END.finditer(head)]
+    if ends and ends[-1] >= max_chars // 2:
+        return head[: ends[-1]].strip()
+    if " " in head.strip() and text[max_chars: max_chars + 1] not in ("", " "):
+        return head[: head.rstrip().rfind(" ")].strip()
+    if text[max_chars: max_chars + 1] == " ":
+        return head.strip()
+    punctuation = max((head.rfind(ch) for ch in "，,；;、"), default=-1)
+    if punctuation >= max_chars // 2:
+        return head[: punctuation + 1].strip()
+    return head.strip()
 
 
 def _clean_message(text: str) -> str:
@@ -60,16 +147,26 @@ def _clean_message(text: str) -> str:
 
 def parse_choice(reply: Optional[str]) -> Optional[str]:
     """"A" or "B" from the last unambiguous ``I DECIDE TO CHOOSE [X]``; None if there is none."""
-    if not reply:
+    answer, _ = split_reasoning(reply)
+    if not answer:
         return None
-    text = unicodedata.normalize("NFKC", reply)  # full-width ［Ａ］ -> [A]
-    chosen = None
+    text = unicodedata.normalize("NFKC", answer)  # full-width ［Ａ］ -> [A]
+    chosen: list[str] = []
+    last_end = 0
     for sentence in _CHOICE_SENTENCE.finditer(text):
         rest = text[sentence.end(): sentence.end() + 80]
         letter = _CHOICE_LETTER.match(rest)
         if letter is None:
             continue  # "I DECIDE TO CHOOSE []" echoed, or no letter
-        if _ECHOED_ALTERNATIVES.match(rest[letter.end():]):
+        after = rest[letter.end():]
+        if _ECHOED_ALTERNATIVES.match(after):
             continue  # "[A] or [B]": the instruction, not a decision
-        chosen = letter.group(1).upper()
-    return chosen
+        if _BOTH_LETTERS.match(after):
+            return None  # "A and B": no single choice
+        chosen.append(letter.group(1).upper())
+        last_end = sentence.end() + letter.end()
+    if len(set(chosen)) != 1:
+        return None  # none, or conflicting decisions: re-asked, never guessed
+    if _RETRACTION.search(text[last_end:]):
+        return None  # stated, then taken back
+    return chosen[0]

@@ -129,6 +129,8 @@ def decision_prompt(
                   own_message_2=own_message_2, associate_message_2=associate_message_2, **common)
 
 
-def reask_prompt(is_decision: bool) -> str:
-    """Our one-time re-ask after a malformed reply (not in the paper)."""
+def reask_prompt(is_decision: bool, *, too_long: bool = False, max_chars: int = protocol.MESSAGE_MAX_CHARS) -> str:
+    """Our one-time re-ask after a malformed reply, or a message over the limit (not in the paper)."""
+    if too_long and not is_decision:
+        return render("reask_message_shorter.j2", max_chars=max_chars, max_words=protocol.AGENT_MESSAGE_MAX_WORDS)
     return render("reask_decision.j2" if is_decision else "reask_message.j2")

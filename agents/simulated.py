@@ -76,7 +76,8 @@ class SimulatedModel:
     def __init__(self, cfg: ModelConfig) -> None:
         self.cfg = cfg
         self.settings = ModelSettings(provider="simulated", model=cfg.model, temperature=cfg.temperature,
-                                      max_tokens=cfg.max_tokens, seed=cfg.simulated_seed)
+                                      max_tokens=cfg.max_tokens, seed=cfg.simulated_seed, memory=cfg.memory,
+                                      context_window=cfg.context_window)
         self.responders: list[tuple[Matcher, Responder]] = []
         self._unscoped_calls: dict[str, int] = {}
         self._lock = threading.Lock()

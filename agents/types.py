@@ -26,6 +26,8 @@ class CallStatus(str, enum.Enum):
     BUDGET = "budget"  # not sent: the session's money budget was spent
     CANCELLED = "cancelled"  # the caller gave up on the turn (e.g. server shutting down)
     CONFIG_ERROR = "config_error"  # bad key / model name: 401, 404
+    INTERRUPTED = "interrupted"  # sent, then the server stopped before the reply (cost estimated)
+    CONTEXT_OVERFLOW = "context_overflow"  # the prompt does not fit the model's window (not sent, or 400)
 
 
 class TurnKind(str, enum.Enum):
@@ -57,6 +59,8 @@ class ModelSettings:
     temperature: Optional[float] = None  # None = provider default (the paper used defaults)
     max_tokens: int = 1024
     seed: Optional[int] = None
+    context_window: Optional[int] = None  # tokens, prompt + reply; None = unknown (not checked)
+    memory: str = "round"  # the agents' default memory scope ("round" | "game")
 
 
 @dataclass
@@ -85,6 +89,11 @@ class CallRecord:
     time_done: Optional[float] = None
     retries: int = 0  # HTTP-level retries inside this call
     simulated: bool = False  # True for the offline persona model
+    # Added for real models (issue 10):
+    prompt_tokens: Optional[int] = None  # counted by us before sending (tiktoken or the estimate)
+    trimmed: int = 0  # earlier rounds' transcripts dropped to fit the context window
+    reasoning: Optional[str] = None  # <think> blocks and providers' reasoning fields, never parsed
+    flags: str = ""  # comma-separated: message_too_long, message_cut, ambiguous_choice, ...
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -108,6 +117,7 @@ class TurnResult:
     calls: list[CallRecord] = field(default_factory=list)
     started_at: Optional[float] = None
     finished_at: Optional[float] = None
+    flags: str = ""  # comma-separated, as CallRecord.flags (e.g. message_cut)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -137,6 +147,7 @@ class ModelReply:
     cost: Optional[float] = None  # USD of this call, from the price table; None = unknown
     retry_after: Optional[float] = None  # seconds the provider asked to wait (429/503)
     retryable: Optional[bool] = None  # whether another attempt could succeed (None = by status)
+    reasoning: Optional[str] = None  # a provider's separate reasoning field (e.g. reasoning_content)
 
 
 @runtime_checkable

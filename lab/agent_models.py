@@ -18,7 +18,8 @@ CALL_FIELDS = {
     "status": models.StringField, "error": models.LongStringField, "input_tokens": models.IntegerField,
     "output_tokens": models.IntegerField, "cost": models.FloatField, "time_sent": models.FloatField,
     "time_first_byte": models.FloatField, "time_done": models.FloatField, "retries": models.IntegerField,
-    "simulated": models.BooleanField,
+    "simulated": models.BooleanField, "prompt_tokens": models.IntegerField, "trimmed": models.IntegerField,
+    "reasoning": models.LongStringField, "flags": models.StringField,
 }
 
 

@@ -14,6 +14,14 @@ Design (README, "Agents in the lab"):
   the human's message 1 is in (or timed out), the decision once both second messages are in.
   The agent has the human's stage limits; the human waits on ``AgentWait`` pages only while a
   turn is running and never past its deadline.
+- At server start (``resume_at_startup``, before the first request) every turn still
+  ``running`` is redone if its deadline has not passed (else resolved by the fallback), so a
+  human who stays on a page after a kill -9 still gets the agent's answer.
+- Every model call is journaled (``CallJournalFile``: a small SQLite file of its own, written
+  from the agent thread) before it is sent and again when it returns; settling a turn moves its
+  calls into ``LlmCall``. At start, calls journaled by a killed server are moved too, those
+  still in flight as status ``interrupted`` with an estimated cost, so cost and the budget count
+  every call the provider may bill.
 """
 
 from __future__ import annotations
@@ -22,15 +30,18 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
+import logging
+import os
+import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from agents.agent import PersonaAgent
+from agents.agent import PENDING, CallJournal, PersonaAgent
 from agents.config import ModelConfig
 from agents.models import Budget, build_model
-from agents.types import CallStatus, ModelReply, TurnKind, TurnResult, TurnStatus
+from agents.types import CallRecord, CallStatus, ModelReply, TurnKind, TurnResult, TurnStatus
 from lab import game as lab_game
 from lab.session_settings import GAME_APPS, params
 
@@ -42,6 +53,86 @@ SETTLE_GRACE_SECONDS = 2.0
 TURN_STAGE = {TurnKind.MESSAGE_1.value: "message_1", TurnKind.MESSAGE_2.value: "message_2",
               TurnKind.DECISION.value: "decision"}
 AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
+logger = logging.getLogger("lab.agents")
+
+
+# --- The call journal: every call on disk before it is sent -------------------------------------
+class CallJournalFile:
+    """Call records in a SQLite file of their own, written from any thread.
+
+    Not oTree's database: its one connection belongs to the request being served, and writes
+    from the agent thread would race the pages' commits. One row per call: ``pending`` when
+    sent, ``done`` when it returned, deleted once the settled turn's ``LlmCall`` rows are in the
+    database. WAL with synchronous=NORMAL: a committed row survives the process being killed.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._connection.execute("PRAGMA journal_mode=WAL")
+        self._connection.execute("PRAGMA synchronous=NORMAL")
+        self._connection.execute(
+            "CREATE TABLE IF NOT EXISTS calls (call_id TEXT PRIMARY KEY, session_code TEXT, game TEXT, "
+            "player_id INTEGER, state TEXT, record TEXT, updated_at REAL)")
+
+    def write(self, context: tuple, record: CallRecord, state: str) -> None:
+        session_code, game, player_id = context
+        with self._lock:
+            self._connection.execute(
+                "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (record.call_id, session_code, game, player_id, state,
+                 json.dumps(record.to_dict(), ensure_ascii=False), time.time()))
+
+    def forget(self, call_ids: list[str]) -> None:
+        if call_ids:
+            with self._lock:
+                self._connection.executemany("DELETE FROM calls WHERE call_id = ?", [(c,) for c in call_ids])
+
+    def orphans(self) -> list[tuple]:
+        """(session_code, game, player_id, state, record dict) of every call not yet settled."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT session_code, game, player_id, state, record FROM calls ORDER BY updated_at").fetchall()
+        return [(code, game, player_id, state, json.loads(record)) for code, game, player_id, state, record in rows]
+
+
+class _TurnJournal(CallJournal):
+    """A turn's calls, journaled with the player they belong to."""
+
+    def __init__(self, journal: CallJournalFile, context: tuple) -> None:
+        self.journal = journal
+        self.context = context
+
+    def started(self, record: CallRecord) -> None:
+        self.journal.write(self.context, record, PENDING)
+
+    def finished(self, record: CallRecord) -> None:
+        self.journal.write(self.context, record, "done")
+
+
+_journal_file: Optional[CallJournalFile] = None
+_journal_lock = threading.Lock()
+
+
+def journal_path() -> str:
+    """``LAB_CALL_JOURNAL``, else a file in the working directory named after the database."""
+    if os.environ.get("LAB_CALL_JOURNAL"):
+        return os.environ["LAB_CALL_JOURNAL"]
+    database = os.environ.get("DATABASE_URL") or "sqlite:///db.sqlite3"
+    return f"llm_call_journal-{hashlib.sha256(database.encode()).hexdigest()[:8]}.sqlite3"
+
+
+def call_journal() -> Optional[CallJournalFile]:
+    global _journal_file
+    with _journal_lock:
+        if _journal_file is None:
+            try:
+                _journal_file = CallJournalFile(journal_path())
+            except sqlite3.Error as error:  # a read-only directory: run without the journal, say so
+                logger.error("agent call journal %s unavailable: %s", journal_path(), error)
+                return None
+        return _journal_file
 
 
 # --- The engine: a thread with its own event loop ----------------------------------------------
@@ -135,7 +226,8 @@ def create_seats(subsession, tables: GameTables) -> None:
     for seat in range(agent_count(len(subsession.get_players()), p.rounds_per_game)):
         agent_id = lab_game.agent_id(seat)
         agent = PersonaAgent(agent_id, p.associate_type, model=None, language=language,
-                             with_communication=tables.with_chat, seed=_agent_seed(subsession.session.code, tables.game, seat))
+                             with_communication=tables.with_chat, seed=_agent_seed(subsession.session.code, tables.game, seat),
+                             memory=model_config(subsession.session).memory, message_max_chars=p.message_max_chars)
         tables.AgentSeat.create(subsession=subsession, seat=seat, agent_id=agent_id, persona=p.associate_type,
                                 state=json.dumps(agent.to_state()), updated_at=time.time())
 
@@ -231,9 +323,13 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
     """The turn as a coroutine on a copy of the settled memory: (TurnResult, new memory)."""
     seat_state = json.loads(_seat(player, tables).state)
     kind, round_number = row.kind, player.round_number
+    journal = call_journal() if not isinstance(model, _NoTimeLeft) else None
+    context = (player.session.code, tables.game, player.id)
 
     async def run_turn():
         agent = PersonaAgent.from_state(seat_state, model)
+        if journal is not None:
+            agent.journal = _TurnJournal(journal, context)
         if kind == TurnKind.MESSAGE_1.value:
             result = await agent.message_1(round_number, deadline=deadline)
         elif kind == TurnKind.MESSAGE_2.value:
@@ -283,10 +379,10 @@ def settle(player, tables: GameTables, row, outcome: tuple) -> None:
     row.fallback_reason = result.fallback_reason
     row.finished_at = result.finished_at
     for call in result.calls:
-        record = call.to_dict()
-        record["parameters"] = json.dumps(record["parameters"], ensure_ascii=False)
-        record["messages"] = json.dumps(record["messages"], ensure_ascii=False)
-        tables.LlmCall.create(player=player, session_code=player.session.code, **record)
+        _store_call(player, tables, call.to_dict())
+    journal = call_journal()
+    if journal is not None:
+        journal.forget([call.call_id for call in result.calls])
     seat = _seat(player, tables)
     seat.state = json.dumps(new_state, ensure_ascii=False)
     seat.updated_at = time.time()
@@ -298,6 +394,110 @@ def settle(player, tables: GameTables, row, outcome: tuple) -> None:
             receiver_kind="human", text=result.text or "", sent_in_time=sent, stage_started_at=row.started_at,
             sent_at=result.finished_at if sent else None, unsent_draft=None,
         )
+
+
+def _store_call(player, tables: GameTables, record: dict) -> None:
+    record = dict(record)
+    record["parameters"] = json.dumps(record["parameters"], ensure_ascii=False)
+    record["messages"] = json.dumps(record["messages"], ensure_ascii=False)
+    tables.LlmCall.create(player=player, session_code=player.session.code, **record)
+
+
+# --- Server start --------------------------------------------------------------------------------
+def game_tables() -> dict[str, GameTables]:
+    from otree.common import get_models_module
+
+    return {game: get_models_module(app).TABLES for game, app in GAME_APPS.items()}
+
+
+def recover_journaled_calls(tables_by_game: Optional[dict] = None) -> int:
+    """Move calls journaled by a server that stopped into ``LlmCall``: those still in flight as
+    ``interrupted`` with the cost of the prompt plus a full reply (an upper bound). Returns how
+    many. Calls of sessions this database does not hold stay in the journal."""
+    journal = call_journal()
+    if journal is None:
+        return 0
+    tables_by_game = tables_by_game or game_tables()
+    from otree.common import get_models_module
+
+    moved = []
+    for session_code, game, player_id, state, record in journal.orphans():
+        tables = tables_by_game.get(game)
+        if tables is None:
+            continue
+        Player = get_models_module(GAME_APPS[game]).Player
+        player = Player.objects_first(id=player_id)
+        if player is None or player.session.code != session_code:
+            continue
+        if tables.LlmCall.objects_first(call_id=record["call_id"]) is None:
+            if state == PENDING:
+                config = model_config(player.session)
+                record["status"] = CallStatus.INTERRUPTED.value
+                record["error"] = "the server stopped while the call was in flight; cost estimated"
+                record["cost"] = config.cost(record.get("prompt_tokens") or 0, config.max_tokens)
+                record["input_tokens"] = record.get("prompt_tokens")
+            record["flags"] = ",".join(filter(None, [record.get("flags"), "interrupted"]))
+            _store_call(player, tables, record)
+        moved.append(record["call_id"])
+    journal.forget(moved)
+    return len(moved)
+
+
+def resume_at_startup() -> dict:
+    """Before the first request: recover journaled calls, then redo every running turn whose
+    deadline has not passed (resolve the others by the fallback). Needs a database session."""
+    tables_by_game = game_tables()
+    recovered = recover_journaled_calls(tables_by_game)
+    resumed = resolved = 0
+    for tables in tables_by_game.values():
+        for row in tables.AgentTurn.objects_filter(status=RUNNING):
+            in_time = row.deadline_at > time.time()
+            ensure_turn(row.player, tables, row.kind)
+            resumed += in_time
+            resolved += not in_time
+    if recovered or resumed or resolved:
+        logger.warning("agents at server start: %s journaled call(s) recovered, %s running turn(s) resumed, "
+                       "%s resolved by the fallback", recovered, resumed, resolved)
+    return dict(recovered=recovered, resumed=resumed, resolved=resolved)
+
+
+async def _resume_on_startup() -> None:
+    from otree.database import session_scope
+    from otree.middleware import lock2
+
+    async with lock2:  # the lock every page request takes: no page runs meanwhile
+        try:
+            with session_scope():
+                resume_at_startup()
+        except Exception:  # a damaged row must not stop the server; the pages still settle turns
+            logger.exception("resuming agent turns at server start failed")
+
+
+def install_startup_hook() -> None:
+    """Run ``_resume_on_startup`` when oTree's app starts (its Starlette app has no hook of its own
+    that apps can reach at import, so the router's startup is wrapped once)."""
+    from starlette.routing import Router
+
+    if getattr(Router.startup, "_lab_agents", False):
+        return
+    original = Router.startup
+
+    async def startup(self):
+        await original(self)
+        import sys
+
+        asgi = sys.modules.get("otree.asgi")
+        if asgi is not None and getattr(asgi, "app", None) is not None and self is asgi.app.router:
+            from lab.agent_pages import install_test_model_route
+
+            install_test_model_route(self)
+            await _resume_on_startup()
+
+    startup._lab_agents = True
+    Router.startup = startup
+
+
+install_startup_hook()
 
 
 def settle_or_fallback(player, tables: GameTables, kind: str):

@@ -169,12 +169,26 @@ def validate(config: dict, num_participants: int) -> SessionParams:
         check_perfect_stranger_possible(num_participants, p.rounds_per_game)
     else:
         from agents.config import ConfigError, ModelConfig
-        from agents.models import build_model
+        from agents.models import build_model, check_model
 
         try:
-            build_model(ModelConfig.from_session_config(merged))  # a missing API key fails here, not mid-session
+            model_config = ModelConfig.from_session_config(merged)
+            model = build_model(model_config)  # a missing API key fails here, not mid-session
         except ConfigError as exc:
             raise SessionConfigError(f"Agent model config: {exc}") from None
+        if model_config.check_model:
+            # One real call now, so a wrong URL, key or model name is refused before participants
+            # arrive, not discovered as every agent turn falling back (llm_check_model=False: off).
+            problem, reply = check_model(model_config, model=model)
+            import logging
+
+            logging.getLogger("lab.agents").info(
+                "model check %s/%s: %s, %s ms, tokens %s/%s, cost %s", model_config.provider, model_config.model,
+                reply.status, None if not (reply.time_done and reply.time_sent) else
+                round(1000 * (reply.time_done - reply.time_sent)), reply.input_tokens, reply.output_tokens, reply.cost)
+            if problem:
+                raise SessionConfigError(f"Agent model: {problem} (set llm_check_model to false to skip "
+                                         "this check, e.g. for an offline demo)")
         if float(merged.get("session_budget") or 0) < 0:
             raise SessionConfigError("Session config 'session_budget' must be 0 (no limit) or positive.")
     return p

@@ -40,6 +40,12 @@ Settings (``set(**kwargs)``, all changeable while requests are in flight):
   [A]`` depending on whether the last user prompt asks for a decision), a string, or a callable
   ``(request_json: dict, api: "openai" | "anthropic") -> str``.
 
+- ``reasoning`` (str or None): OpenAI API only, sent as the message's ``reasoning_content`` (as
+  vLLM, llama.cpp and DeepSeek return a reasoning model's thinking), beside the reply.
+- ``context_window`` (int or None): a request whose messages (counted as characters / 4) plus
+  ``max_tokens`` exceed it gets HTTP 400 with llama.cpp's context-size error.
+- ``models`` (set of names or None): a request for another model gets HTTP 404 "model not found".
+
 Counters: ``request_count`` (all requests received), ``requests`` (list of ``(api, request_json)``),
 ``in_flight`` and ``peak_in_flight`` (concurrent requests being served).
 """
@@ -65,6 +71,9 @@ DEFAULTS: dict[str, Any] = {
     "fault_seed": 0,
     "latency_jitter": 0.0,
     "reply": None,
+    "reasoning": None,
+    "context_window": None,
+    "models": None,
 }
 DEFAULT_MESSAGE_REPLY = (
     "STEP 1: If I choose B and my associate chooses A, I get 80 and they get 10; if both choose B, 40 each.\n"
@@ -232,6 +241,20 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             if fault == "500":
                 self._send_json(500, _error_body(api, "api_error", "internal error (fake)"))
                 return
+            if settings["models"] is not None and request.get("model") not in settings["models"]:
+                self._send_json(404, _error_body(api, "not_found_error",
+                                                 f"The model `{request.get('model')}` does not exist (fake)"))
+                return
+            window = settings["context_window"]
+            if window is not None:
+                prompt_tokens = _prompt_tokens(request)
+                wanted = prompt_tokens + int(request.get("max_tokens") or request.get("max_completion_tokens") or 0)
+                if wanted > window:
+                    self._send_json(400, _error_body(
+                        api, "exceed_context_size_error",
+                        f"the request exceeds the available context size ({prompt_tokens} prompt tokens + "
+                        f"max_tokens > n_ctx {window}), try increasing it"))
+                    return
             if fault == "malformed":
                 self._send_raw(200, b'{"id": "broken", "choices": [', "application/json")
                 return
@@ -239,7 +262,10 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             truncated = fault == "truncated"
             if truncated:
                 text = text[: max(1, len(text) // 2)]
-            self._send_json(200, _success_body(api, request, text, truncated))
+            body = _success_body(api, request, text, truncated)
+            if settings["reasoning"] is not None and api == "openai":
+                body["choices"][0]["message"]["reasoning_content"] = settings["reasoning"]
+            self._send_json(200, body)
 
         def _send_json(self, status: int, payload: dict, headers: Optional[dict] = None) -> None:
             self._send_raw(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"), "application/json",
@@ -272,8 +298,12 @@ def _error_body(api: str, kind: str, message: str) -> dict:
     return {"error": {"message": message, "type": kind, "code": None}}
 
 
+def _prompt_tokens(request: dict) -> int:
+    return sum(len(str(m.get("content", ""))) for m in request.get("messages", [])) // 4 + 1
+
+
 def _success_body(api: str, request: dict, text: str, truncated: bool) -> dict:
-    input_tokens = sum(len(str(m.get("content", ""))) for m in request.get("messages", [])) // 4 + 1
+    input_tokens = _prompt_tokens(request)
     output_tokens = len(text) // 4 + 1
     model = request.get("model", "fake-model")
     if api == "anthropic":

