@@ -86,7 +86,7 @@ class ServerDeadline:
 def lab_reconnecting_text(self) -> str:
     """What lab-page.js shows while the server is unreachable (read by the base template from
     the page instance; a wait page mixin may use the same function)."""
-    return i18n.text(params(self.session).language, "connection_lost")
+    return i18n.text(params_of(self.player).language, "connection_lost")
 
 
 class TranslatedTimer(ServerDeadline):
