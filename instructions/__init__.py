@@ -68,7 +68,8 @@ QUIZ_FIELDS = ["quiz_AA", "quiz_AB", "quiz_BA", "quiz_BB", "quiz_same_associate"
 
 # FUNCTIONS
 def creating_session(subsession: Subsession):
-    session_settings.validate(subsession.session.config, len(subsession.get_players()))
+    session_settings.validate(subsession.session.config, len(subsession.get_players()),
+                              record=subsession.session.vars)
 
 
 def quiz_answer_key() -> dict:

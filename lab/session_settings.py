@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from dataclasses import dataclass
 
 import protocol
@@ -133,8 +134,10 @@ def forget_session_id(session_id: int) -> None:
     _PARAMS_BY_SESSION_ID.pop(session_id, None)
 
 
-def validate(config: dict, num_participants: int) -> SessionParams:
-    """Raise SessionConfigError naming the first unusable value; return the parameters."""
+def validate(config: dict, num_participants: int, record: dict | None = None) -> SessionParams:
+    """Raise SessionConfigError naming the first unusable value; return the parameters.
+    ``record`` (the session's vars) receives the model check's outcome under ``model_check``,
+    which the dashboard shows."""
     merged = {**config_defaults(), **config}
     checks = [
         ("associate_type", merged.get("associate_type") in protocol.ASSOCIATE_TYPES,
@@ -186,6 +189,10 @@ def validate(config: dict, num_participants: int) -> SessionParams:
                 "model check %s/%s: %s, %s ms, tokens %s/%s, cost %s", model_config.provider, model_config.model,
                 reply.status, None if not (reply.time_done and reply.time_sent) else
                 round(1000 * (reply.time_done - reply.time_sent)), reply.input_tokens, reply.output_tokens, reply.cost)
+            if record is not None:
+                record["model_check"] = dict(
+                    status="failed" if problem else "ok", provider=model_config.provider, model=model_config.model,
+                    reply_status=str(reply.status), checked_at=time.time())
             if problem:
                 raise SessionConfigError(f"Agent model: {problem} (set llm_check_model to false to skip "
                                          "this check, e.g. for an offline demo)")
