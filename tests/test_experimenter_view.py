@@ -65,7 +65,8 @@ def test_dashboard_and_replay_in_the_browser(lab_server, project_copy, database_
             assert await page.locator(".uplot").count() == 5  # WC: coop, agreement, late; WoC: coop, late
             assert await page.locator("#dash-participants tr").count() == 1 + 2
             health = await page.locator("#dash-agents").inner_text()
-            assert "simulated" in health and "not run" in health
+            # The model check made at session creation (the simulated model answers without a call).
+            assert "simulated" in health and "ok" in health and "not run" not in health
             data = json.loads(await page.evaluate(
                 "fetch(document.getElementById('lab-dashboard').dataset.url).then(r => r.text())"))
             assert data["games"]["WC"]["decisions"] == [2, 2]
@@ -76,6 +77,14 @@ def test_dashboard_and_replay_in_the_browser(lab_server, project_copy, database_
             await page.wait_for_selector("#plot-WC-coop canvas")
             assert await page.locator("#dash-agents-block").is_hidden()
             assert (await page.locator("#dash-stages").inner_text()).count("finished") == 1
+
+            # oTree's Monitor page carries Dashboard and Replay tabs (_templates/otree/Session.html).
+            await page.goto(f"{server.base_url}/SessionMonitor/{hh}")
+            await page.locator("a.LabReplay").click()
+            await page.wait_for_selector("#replay-participants a")
+            await page.goto(f"{server.base_url}/SessionMonitor/{hh}")
+            await page.locator("a.LabDashboard").click()
+            await page.wait_for_selector("#plot-WC-coop canvas")
 
             # The replay of an H-H participant, reached from the dashboard's participant table.
             await page.locator("#dash-participants a").first.click()
