@@ -8,7 +8,6 @@ model with ``provider = "simulated"`` is this package's offline similarity model
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -254,15 +253,9 @@ class SimilarityConfig(BaseModel):
 def load_config(path: str | Path) -> SimilarityConfig:
     """Read and validate a TOML config; ``agents.config.ConfigError`` (one line) when it cannot."""
     from agents.config import ConfigError
-    from agents.simulate.config import describe_errors
+    from agents.simulate.config import describe_errors, read_toml
 
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the config: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    data = read_toml(path)
     try:
         return SimilarityConfig(**data)
     except ValidationError as error:

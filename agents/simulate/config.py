@@ -127,19 +127,26 @@ class SimulationConfig(BaseModel):
         return self.cache_path or self.run_dir / "cache.sqlite"
 
 
+def read_toml(path: str | Path) -> dict:
+    """A config file's table; ``agents.config.ConfigError`` (one line) when it cannot be read."""
+    from agents.config import ConfigError
+
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the config: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+
+
 def load_config(path: str | Path, **overrides: Any) -> SimulationConfig:
     """Read and validate a TOML config; relative paths in it are relative to the working dir.
 
     Raises ``agents.config.ConfigError`` with a plain message (file, key, what is wrong)."""
     from agents.config import ConfigError
 
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the config: {error.strerror or error}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    data = read_toml(path)
     data.update(overrides)
     try:
         return SimulationConfig(**data)
