@@ -32,7 +32,8 @@ MESSAGE_COLUMNS = SESSION_KEYS + [
 CALL_FIELDS = [
     "call_id", "agent_id", "round_number", "turn", "attempt", "provider", "model", "parameters",
     "prompt_version", "messages", "raw_reply", "parsed", "status", "error", "input_tokens",
-    "output_tokens", "cost", "time_sent", "time_first_byte", "time_done", "retries", "simulated",
+    "output_tokens", "cost", "time_sent", "time_first_byte", "time_done", "retries",
+    "prompt_tokens", "trimmed", "reasoning", "flags", "simulated",
 ]
 CALL_COLUMNS = SESSION_KEYS + ["game", "participant_code"] + CALL_FIELDS + ["model_label"]
 # A simulation's or replay's calls also say which game they belong to (conversation_id, matchup,
