@@ -109,8 +109,8 @@ def _visible(snapshot: dict) -> dict:
 
 @pytest.mark.browser
 @pytest.mark.server
-def test_an_agent_associate_looks_like_a_human_one(lab_server):
-    server = lab_server()
+def test_an_agent_associate_looks_like_a_human_one(lab_server, database_url):
+    server = lab_server(database_url)
     with_humans = _play_session(server, "hh_uninformed_wc_first")
     with_agents = _play_session(server, "hf_uninformed_wc_first", llm_provider="simulated",
                                 llm_simulated_latency=AGENT_SECONDS)
