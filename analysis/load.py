@@ -313,6 +313,18 @@ def from_otree_bot_export(folder: str | Path) -> Exports:
     return exports
 
 
+def _parse_labels(name: str, frame: pd.DataFrame, column: str, parse, problems: list, what: str,
+                  consequence: str) -> pd.Series:
+    """``column`` read by ``parse``; each unreadable value (up to 10) named with its row in one warning."""
+    parsed = frame[column].map(parse)
+    unreadable = parsed == UNREADABLE
+    if unreadable.any():
+        problems.append(Problem(name, column, f"{unreadable.sum()} values {what}: "
+                                + "; ".join(f"{_row(i)} {frame.at[i, column]!r}" for i in frame.index[unreadable][:10])
+                                + (" …" if unreadable.sum() > 10 else "") + f" — {consequence}", "warning"))
+    return parsed
+
+
 def _read_one(path: Path) -> tuple[pd.DataFrame | None, TableSpec | None, list[Problem]]:
     name = str(path)
     try:
@@ -403,25 +415,13 @@ def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.D
     if spec.name == "annotations":
         for column in LABEL_COLUMNS:
             parse = parse_agreement if column == "agreement" else parse_strategy
-            parsed = frame[column].map(parse)
-            unreadable = parsed == UNREADABLE
-            if unreadable.any():
-                problems.append(Problem(name, column, f"{unreadable.sum()} values are not labels: "
-                                        + "; ".join(f"{_row(i)} {frame.at[i, column]!r}"
-                                                    for i in frame.index[unreadable][:10])
-                                        + (" …" if unreadable.sum() > 10 else "")
-                                        + " — read as missing (the resolver decides when no annotator's "
-                                        "value can be read)", "warning"))
-            frame[column] = parsed
+            frame[column] = _parse_labels(name, frame, column, parse, problems, "are not labels",
+                                          "read as missing (the resolver decides when no annotator's value "
+                                          "can be read)")
     if spec.name == "motives":
         for column in BREACH_CHECKS:
-            parsed = frame[column].map(parse_agreement)
-            unreadable = parsed == UNREADABLE
-            if unreadable.any():
-                problems.append(Problem(name, column, f"{unreadable.sum()} values are not 1/0 (yes/no, 是/否): "
-                                        + "; ".join(f"{_row(i)} {frame.at[i, column]!r}"
-                                                    for i in frame.index[unreadable][:10])
-                                        + " — read as missing", "warning"))
+            parsed = _parse_labels(name, frame, column, parse_agreement, problems, "are not 1/0 (yes/no, 是/否)",
+                                   "read as missing")
             frame[column] = parsed.replace(UNREADABLE, "")
     for column in VALUE_CHECKS.get(spec.name, ()):
         values = frame[column].str.strip()
