@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from tests.browser_participant import WAIT_PAGES, answer, launch_browser
+from tests.browser_participant import WAIT_PAGES, answer, launch_browser, leave
 
 LIMITS = dict(rounds_per_game=1, language="en", message_1_seconds=25, read_1_seconds=20, message_2_seconds=25,
               read_2_seconds=20, decision_seconds=20, result_seconds=20)
@@ -56,7 +56,7 @@ async def _play(page, start_url: str, think: float, messages: dict, seen: list, 
             return
         url_before = page.url
         if name in WAIT_PAGES:
-            await page.wait_for_url(lambda url: url != url_before, timeout=timeout * 1000)
+            await leave(page, url_before, timeout)
             continue
         await page.wait_for_timeout(think * 1000)
         if name in ("Message1", "Message2"):
@@ -65,7 +65,7 @@ async def _play(page, start_url: str, think: float, messages: dict, seen: list, 
             await page.locator(".otree-btn-next").click()
         else:
             await answer(page, name, _NoScript())
-        await page.wait_for_url(lambda url: url != url_before, timeout=timeout * 1000)
+        await leave(page, url_before, timeout)
     raise AssertionError(f"did not reach the payment page; pages seen: {[s['page'] for s in seen][-8:]}")
 
 

@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from tests.browser_participant import QUIZ_ANSWERS, launch_browser
+from tests.browser_participant import QUIZ_ANSWERS, arrive, launch_browser
 
 MESSAGES = [{1: "<b>粗体</b> 我们都选A吧", 2: "好的：A"}, {1: "Hi 🤝 let's both pick A", 2: "A together"}]
 
 
 async def next_page(page, *names: str, timeout: float = 90_000) -> str:
     """Wait until the participant is on one of ``names`` (wait pages advance by themselves)."""
-    await page.wait_for_url(lambda url: page_name_of(url) in names, timeout=timeout)
+    await arrive(page, lambda url: page_name_of(url) in names, timeout / 1000)
     return page_name_of(page.url)
 
 

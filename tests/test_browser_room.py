@@ -10,7 +10,7 @@ import re
 import pytest
 import requests
 
-from tests.browser_participant import launch_browser
+from tests.browser_participant import arrive, launch_browser
 
 ROOM = "/room/lab"
 PARTICIPANT_PAGE = re.compile(r"/p/[^/]+/instructions/Welcome/")
@@ -38,7 +38,7 @@ def test_cubicles_start_by_themselves_and_a_label_in_use_is_refused(lab_server, 
             await cubicle_2.keyboard.type("cubicle02")
             await cubicle_2.keyboard.press("Enter")
             for page in (cubicle_1, cubicle_2):
-                await page.wait_for_url(re.compile("welcome_page_ok=1"), timeout=20_000)
+                await arrive(page, re.compile("welcome_page_ok=1"), 20)
                 await page.get_by_text("等待会话开始").wait_for(timeout=20_000)
             # Another PC typing cubicle01 is refused while cubicle01's tab is open.
             await mistyped.goto(room_url + "cubicle01")
@@ -62,7 +62,7 @@ def test_cubicles_start_by_themselves_and_a_label_in_use_is_refused(lab_server, 
 
             # Both waiting tabs start by themselves, each on its own participant.
             for page in (cubicle_1, cubicle_2):
-                await page.wait_for_url(PARTICIPANT_PAGE, timeout=30_000)
+                await arrive(page, PARTICIPANT_PAGE, 30)
             assert cubicle_1.url.split("/p/")[1].split("/")[0] != cubicle_2.url.split("/p/")[1].split("/")[0]
             welcome = await cubicle_1.locator(".otree-content").inner_text()
             assert "元" in welcome and "CNY" not in welcome  # the session's language, its currency
@@ -73,7 +73,7 @@ def test_cubicles_start_by_themselves_and_a_label_in_use_is_refused(lab_server, 
             await mistyped.locator("#label-in-use").wait_for(timeout=20_000)
             again = await cubicle_1.context.new_page()
             await again.goto(room_url + "cubicle01")
-            await again.wait_for_url(PARTICIPANT_PAGE, timeout=20_000)
+            await arrive(again, PARTICIPANT_PAGE, 20)
             assert again.url.split("/p/")[1].split("/")[0] == cubicle_1.url.split("/p/")[1].split("/")[0]
             await cubicle_1.screenshot(path=str(tmp_path / "cubicle01.png"))
             await browser.close()

@@ -110,12 +110,26 @@
 
   // --- oTree's websockets ----------------------------------------------------------------
   var leaving = false;
+  // A page moves on once. A second reload while the first is still loading (oTree's wait page
+  // reloads on every socket message, a timer may reload too) aborts the first, and on a busy
+  // server that repeats: the participant sees a page that never arrives. Once the page has
+  // started to leave (beforeunload fires synchronously with the navigation), further socket
+  // messages and timers stand down; after NAVIGATION_STUCK_MS they may try again.
+  var NAVIGATION_STUCK_MS = 15000;
+  var navigatingSince = 0;
+  window.labNavigating = function () {
+    return navigatingSince > 0 && Date.now() - navigatingSince < NAVIGATION_STUCK_MS;
+  };
   window.addEventListener('pagehide', function () { leaving = true; });
-  window.addEventListener('beforeunload', function () { leaving = true; });
+  window.addEventListener('beforeunload', function () { leaving = true; navigatingSince = Date.now(); });
   var NativeWebSocket = window.WebSocket;
   if (NativeWebSocket) {
     var Watched = function (url, protocols) {
       var socket = protocols === undefined ? new NativeWebSocket(url) : new NativeWebSocket(url, protocols);
+      // Registered before oTree's own handler, so it can keep a message from reaching it.
+      socket.addEventListener('message', function (event) {
+        if (window.labNavigating()) event.stopImmediatePropagation();
+      });
       socket.addEventListener('close', function () {
         if (leaving || submitting) return;
         whenServerBack().then(function (wasDown) {
