@@ -66,8 +66,9 @@ def test_the_wait_pages_timer_does_not_abort_a_reload_under_way(lab_server):
 
             async def only_the_test_speaks_on_the_wait_page(ws):
                 # The wait page's socket hears nothing from the server, so the test decides
-                # when the message that ends the wait arrives. Other pages' sockets are real.
-                if "wait_page" in ws.url:
+                # when the message that ends the wait arrives. Other pages' sockets (RoundStart's
+                # wait page among them) are real.
+                if "/WaitMessage1/" in waiting.url and "wait_page" in ws.url:
                     wait_sockets.append(ws)
                 else:
                     ws.connect_to_server()
