@@ -45,20 +45,22 @@ def counting_method(provider: str) -> str:
     return "tiktoken" if provider in ("openai",) and _cl100k() is not None else "estimate"
 
 
+def count_text_tokens(text: str, provider: str) -> int:
+    """Tokens of one text (a message's content, a reply), without the chat format's overhead."""
+    if counting_method(provider) == "tiktoken":
+        try:
+            return len(_cl100k().encode(text, disallowed_special=()))
+        except Exception:
+            pass
+    return estimate_text_tokens(text)
+
+
 def count_message_tokens(messages: Iterable[Any], provider: str) -> int:
     """Tokens of a chat request's messages (``ChatMessage`` or dicts with ``content``)."""
-    encoding = _cl100k() if counting_method(provider) == "tiktoken" else None
     total = 3  # the reply's priming tokens
     for message in messages:
         content = message["content"] if isinstance(message, dict) else message.content
-        content = content or ""
-        if encoding is not None:
-            try:
-                total += len(encoding.encode(content, disallowed_special=())) + PER_MESSAGE_TOKENS
-                continue
-            except Exception:
-                pass
-        total += estimate_text_tokens(content) + PER_MESSAGE_TOKENS
+        total += count_text_tokens(content or "", provider) + PER_MESSAGE_TOKENS
     return total
 
 

@@ -113,7 +113,7 @@ def test_the_estimate_renders_the_prompts_and_matches_the_provider(tmp_path, mon
     monkeypatch.setenv(KEY_ENV, "dummy")
     logged: list[str] = []
     # Replies of the stated length: then only the token counting differs (the fake: chars / 4).
-    with FakeLLMServer(reply=canned_reply(120)) as server:
+    with FakeLLMServer(reply=canned_reply(120, "openai_compatible")) as server:
         config = SimulationConfig(name="run", output_dir=tmp_path, models=[fake_openai(
             server, price_input_per_mtok=1.0, price_output_per_mtok=2.0)], estimated_output_tokens=120,
             **{**SMALL_DESIGN, "group_size": 3, "rounds": 3})
@@ -274,7 +274,7 @@ def test_the_estimate_follows_the_agents_memory_setting(tmp_path, monkeypatch):
             memory=memory)
         return backend
 
-    with FakeLLMServer(reply=canned_reply(100)) as server:
+    with FakeLLMServer(reply=canned_reply(100, "openai_compatible")) as server:
         config = SimulationConfig(name="run", output_dir=tmp_path, estimated_output_tokens=100, **{
             **SMALL_DESIGN, "group_size": 3, "rounds": 3}, models=[fake_openai(server)])
         plans = {memory: plan_run(config, backend_with(memory), RunStore(config.run_dir))

@@ -8,9 +8,11 @@ a choice of A. Under a memory that re-sends earlier turns the prompts grow round
 the estimate grows with them. The run's response cache is consulted (read only): a call the
 cache will serve is free and not counted.
 
-Tokens are counted, not tokenised (no provider tokenizer is available offline): one token per
-CJK character and per 4 other characters, plus 4 per message. On English prompts this is within
-a few percent of OpenAI's tokenizers; providers differ.
+Tokens are counted by ``agents/tokens.py``, the counter the agents use for every call's
+``prompt_tokens`` and context window, for each model's provider: tiktoken's cl100k for OpenAI
+models, for the others its documented estimate that errs high. So a prompt of the estimate and the
+same prompt in the run's ``llm_calls`` have the same count. The canned reply is built to the stated
+length by the same counter.
 
 Units (one repeat of one matchup) that have no finished game and nothing in the cache play
 identically (the canned replies make every pair alike), so one unit per model and matchup is
@@ -21,35 +23,42 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import math
+import itertools
 import re
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from agents.tokens import count_message_tokens, count_text_tokens
 from agents.types import CallStatus, ChatMessage, ModelReply
 
-CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
-TOKENS_PER_MESSAGE = 4
-TOKENS_PER_REQUEST = 3
-FILLER = "I weigh the payoffs of both choices and what my associate said. "  # 16 tokens by count_tokens
+FILLER = "I weigh the payoffs of both choices and what my associate said. "
 CANNED_ENDING = " <Let's both choose A.> I DECIDE TO CHOOSE [A]"
 
 
-def count_tokens(text: str) -> int:
-    cjk = len(CJK.findall(text))
-    return cjk + math.ceil((len(text) - cjk) / 4)
+def canned_reply(tokens: int, provider: str) -> str:
+    """A reply that parses both as a message and as a choice of A, of ``tokens`` tokens as
+    ``agents.tokens`` counts them for ``provider`` (fewer only when no filler fits exactly; never
+    more, except the bare ending when ``tokens`` is below it)."""
 
+    def reply(body: str) -> str:
+        return (body.rstrip() + CANNED_ENDING).lstrip()
 
-def prompt_tokens(messages: list[ChatMessage]) -> int:
-    return TOKENS_PER_REQUEST + sum(count_tokens(m.content) + TOKENS_PER_MESSAGE for m in messages)
+    def fits(body: str) -> bool:
+        return count_text_tokens(reply(body), provider) <= tokens
 
-
-def canned_reply(tokens: int) -> str:
-    """A reply of about ``tokens`` tokens that parses both as a message and as a choice of A."""
-    ending_tokens = count_tokens(CANNED_ENDING)
-    fillers = max(0, tokens - ending_tokens) // count_tokens(FILLER)
-    return (FILLER * fillers).strip() + CANNED_ENDING
+    # Whole fillers first (long replies), then word by word, then the longest start of a word.
+    spare = max(0, tokens - count_text_tokens(CANNED_ENDING, provider))
+    body = FILLER * (spare // count_text_tokens(FILLER, provider))
+    while body and not fits(body):
+        body = body[: -len(FILLER)]
+    for word in itertools.cycle(re.findall(r"\S+\s*", FILLER)):
+        if fits(body + word):
+            body += word
+            continue
+        body += next((word[:end] for end in range(len(word) - 1, 0, -1) if fits(body + word[:end])), "")
+        break
+    return reply(body)
 
 
 @dataclass
@@ -89,12 +98,13 @@ class EstimatingModel:
 
     def __init__(self, settings: Any, reply_tokens: int, cost_of: Any) -> None:
         self.settings = settings
-        self.reply = canned_reply(reply_tokens)
-        self.reply_tokens = count_tokens(self.reply)
+        self.provider = settings.provider  # the agents count a call's prompt_tokens by it, so do we
+        self.reply = canned_reply(reply_tokens, self.provider)
+        self.reply_tokens = count_text_tokens(self.reply, self.provider)
         self.cost_of = cost_of  # (input_tokens, output_tokens) -> USD or None
 
     async def complete(self, messages: list[ChatMessage], *, deadline: Optional[float]) -> ModelReply:
-        input_tokens = prompt_tokens(messages)
+        input_tokens = count_message_tokens(messages, self.provider)
         tally = current_tally.get()
         if tally is not None:
             tally.add(input_tokens, self.reply_tokens, self.cost_of(input_tokens, self.reply_tokens))
