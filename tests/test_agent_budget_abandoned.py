@@ -1,0 +1,168 @@
+"""A budget is a promise: a model call abandoned when a page settles its turn by the fallback
+counts against the session's budget at once, on record once (also after a restart), and no call
+is sent once the budget is spent.
+
+The engine normally ends a slow call itself at the turn's deadline (before the page's grace is
+over); ``LAB_AGENT_ENGINE_LAG_SECONDS`` makes it run behind, as a blocked or overloaded engine
+thread does, so that the page settles the turn while the call is still with the (slow) model.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+import requests
+
+from agents.models import Budget
+from agents.types import CallRecord
+from lab.agent_runtime import PENDING, AgentEngine
+from tests.fake_llm_server import FakeLLMServer
+from tests.http_participant import HttpParticipant
+
+PRICE = 100.0  # USD per million tokens, input and output: 1e-4 USD a token
+MAX_TOKENS = 2000
+LIMITS = dict(rounds_per_game=1, language="en", message_1_seconds=4, read_1_seconds=6, message_2_seconds=4,
+              read_2_seconds=6, decision_seconds=4, result_seconds=6, llm_check_model=False)
+
+
+def _model(fake, **extra):
+    return dict(llm_provider="openai_compatible", llm_model="fake", llm_base_url=fake.base_url_openai,
+                llm_max_retries=0, llm_max_tokens=MAX_TOKENS, llm_price_input_per_mtok=PRICE,
+                llm_price_output_per_mtok=PRICE, **extra)
+
+
+def _estimate(call: dict) -> float:
+    return (int(call["prompt_tokens"]) + MAX_TOKENS) * PRICE / 1_000_000
+
+
+def _spent(server, code: str, app: str) -> float:
+    report = requests.get(f"{server.base_url}/AdminReport/{code}", params=dict(app_name=app, round_number=1),
+                          timeout=30).text
+    return float(re.search(r"Spent so far: <b>([\d.]+)</b>", report)[1])
+
+
+def _play_until(participant: HttpParticipant, page_name: str) -> threading.Thread:
+    reached = threading.Event()
+
+    def stop(p, page, index):
+        if page == page_name:
+            reached.set()
+            raise SystemExit  # the participant stays on the page
+
+    participant.on_page = stop
+
+    def play():
+        try:
+            participant.play(timeout=120)
+        except (SystemExit, Exception):
+            pass
+
+    thread = threading.Thread(target=play)
+    thread.start()
+    thread.join(timeout=150)
+    assert reached.is_set(), participant.pages
+    participant.on_page = None
+    return thread
+
+
+@pytest.mark.server
+def test_an_abandoned_call_is_spent_at_once_and_on_record_once(lab_server, database_url):
+    with FakeLLMServer(latency=60.0) as fake:  # far slower than the 4 s decision
+        server = lab_server(database_url, LAB_AGENT_ENGINE_LAG_SECONDS="30")
+        session = server.create_session("hf_informed_woc_first", 1, **LIMITS, **_model(fake))
+        code = session["code"]
+        participant = HttpParticipant(server.base_url, session["participants"][0]["code"])
+        # Decision, then the wait for the agent: at its deadline + grace the page settles the
+        # turn by the fallback while the call is still with the model.
+        _play_until(participant, "Result")
+        assert fake.request_count == 1
+
+        # At once, without a restart: the call is on record, its estimate spent.
+        calls = server.export("payment", "custom_export_llm_calls", code)
+        assert [c["status"] for c in calls] == ["abandoned"], calls
+        [call] = calls
+        assert call["turn"] == "decision" and "abandoned" in call["flags"].split(",")
+        assert float(call["cost"]) == pytest.approx(_estimate(call)) and float(call["cost"]) > 0
+        decisions = server.export("payment", "custom_export_decisions", code)
+        assert [d["timed_out"] for d in decisions if d["player_kind"] == "agent"] == ["True"]
+        assert _spent(server, code, "game_without_chat") == pytest.approx(float(call["cost"]), abs=1e-4)
+
+        # A kill -9 and a new start: the journal does not make a second row of it.
+        server.restart(kill=True)
+        after = server.export("payment", "custom_export_llm_calls", code)
+        assert [(c["call_id"], c["status"], c["cost"]) for c in after] == [
+            (call["call_id"], "abandoned", call["cost"])]
+        assert _spent(server, code, "game_without_chat") == pytest.approx(float(call["cost"]), abs=1e-4)
+        assert "journaled call(s) recovered" not in server.log()
+
+
+@pytest.mark.server
+def test_an_abandoned_call_spends_the_budget_and_the_next_call_is_not_sent(lab_server, database_url):
+    """A budget for one or two ordinary calls: the abandoned first message (estimated at a full
+    reply) spends it, so the agent's second message and decision are refused, never sent."""
+    budget = 0.15
+    with FakeLLMServer(latency=60.0) as fake:
+        server = lab_server(database_url, LAB_AGENT_ENGINE_LAG_SECONDS="30")
+        session = server.create_session("hf_informed_wc_first", 1, **LIMITS, **_model(fake, session_budget=budget))
+        code = session["code"]
+        participant = HttpParticipant(server.base_url, session["participants"][0]["code"],
+                                      messages={1: "hello", 2: "A?"})
+        _play_until(participant, "Read1")  # message 1 settled by the fallback, message 2 started
+        fake.set(latency=0.0)  # a call sent from now on would reach the fake at once
+        participant.play(timeout=240)
+        assert participant.done
+
+    assert fake.request_count == 1, [request["messages"][-1]["content"][:80] for _, request in fake.requests]
+    calls = server.export("payment", "custom_export_llm_calls", code)
+    by_turn = {(c["game"], c["turn"]): c for c in calls}
+    abandoned = by_turn[("WC", "message_1")]
+    assert abandoned["status"] == "abandoned" and float(abandoned["cost"]) >= budget
+    ordinary = (int(abandoned["prompt_tokens"]) + 100) * PRICE / 1_000_000  # a reply of ~100 tokens
+    assert ordinary < budget, "the budget would pay for an ordinary call"
+    refused = [c for c in calls if c["status"] == "budget"]
+    assert {(c["game"], c["turn"]) for c in refused} == {("WC", "message_2"), ("WC", "decision"), ("WoC", "decision")}
+    assert len(calls) == 4
+
+
+# --- The engine's bookkeeping, without a server -------------------------------------------------
+def _record(call_id: str, cost=None) -> CallRecord:
+    return CallRecord(call_id=call_id, agent_id="a", round_number=1, turn="decision", attempt=1,
+                      provider="openai_compatible", model="m", parameters={}, prompt_version="v",
+                      messages=[], raw_reply=None, parsed=None, status=PENDING, cost=cost, prompt_tokens=500)
+
+
+def test_a_reply_after_the_abandonment_is_not_counted_twice():
+    engine = AgentEngine()
+    budget = Budget(1.0)
+    engine._budgets["S"] = budget
+    engine.call_started("k", _record("done-before"))
+    engine.call_finished("k", "S", _record("done-before", cost=0.01))
+    budget.charge(0.01)  # what BudgetedModel charged as its reply came
+    engine.call_started("k", _record("in-flight"))
+
+    taken = engine.abandon_calls("k", "S", lambda record: 0.25)
+    assert [(state, record["call_id"], cost) for state, record, cost in taken] == [
+        ("done", "done-before", None), (PENDING, "in-flight", 0.25)]
+    assert budget.spent == pytest.approx(0.26)  # the estimate, at once
+
+    budget.charge(0.04)  # the reply came after all: BudgetedModel charges its real cost...
+    assert engine.call_finished("k", "S", _record("in-flight", cost=0.04)) is False  # ...taken back
+    assert budget.spent == pytest.approx(0.26)
+    assert engine.abandon_calls("k", "S", lambda record: 0.25) == []  # nothing is abandoned twice
+    assert budget.spent == pytest.approx(0.26)
+
+
+def test_a_cancelled_abandoned_call_keeps_its_estimate():
+    engine = AgentEngine()
+    budget = Budget(0.2)
+    engine._budgets["S"] = budget
+    engine.call_started("k", _record("c"))
+    engine.abandon_calls("k", "S", lambda record: 0.25)
+    assert budget.exhausted
+    cancelled = _record("c")
+    cancelled.status = "cancelled"
+    assert engine.call_finished("k", "S", cancelled) is False
+    assert budget.spent == pytest.approx(0.25) and budget.exhausted
