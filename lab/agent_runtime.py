@@ -22,6 +22,12 @@ Design (README, "Agents in the lab"):
   calls into ``LlmCall``. At start, calls journaled by a killed server are moved too, those
   still in flight as status ``interrupted`` with an estimated cost, so cost and the budget count
   every call the provider may bill.
+- A page that settles a turn by the fallback while it still runs (``settle_or_fallback``) puts
+  its calls on record at once, those in flight as ``abandoned`` with the same estimate (prompt +
+  ``max_tokens``), charged to the session's budget before the turn is cancelled: no call is sent
+  on money already spent. One row per call: the engine writes nothing more for an abandoned call
+  (a reply that still arrives has its real cost taken back from the budget), and the journal
+  keeps it as ``abandoned`` so that a restart adds no second row.
 """
 
 from __future__ import annotations
@@ -233,7 +239,7 @@ class AgentEngine:
                 budget = Budget(budget_limit)
                 budget.charge(spent_so_far())  # after a restart: what the session already spent
                 self._budgets[session_code] = budget
-                self._models[session_code] = build_model(config, budget=budget)
+                self._models[session_code] = build_model(config, budget=budget, charge_unanswered=True)
             return self._models[session_code]
 
     def budget(self, session_code: str) -> Optional[Budget]:

@@ -112,12 +112,16 @@ def _journal_rows(server):
 
 
 @pytest.mark.server
-def test_an_abandoned_call_spends_the_budget_and_the_next_call_is_not_sent(lab_server, database_url):
-    """A budget for one or two ordinary calls: the abandoned first message (estimated at a full
-    reply) spends it, so the agent's second message and decision are refused, never sent."""
+@pytest.mark.parametrize("engine_lag, status", [("30", "abandoned"), ("0", "timeout")])
+def test_an_unanswered_call_spends_the_budget_and_the_next_call_is_not_sent(lab_server, database_url, engine_lag,
+                                                                            status):
+    """A budget for one or two ordinary calls: the first message, sent and never answered
+    (estimated at a full reply), spends it, so the agent's second message and decision are
+    refused, never sent. Whether the page abandoned the call (the engine running behind) or the
+    engine cut it off at the turn's deadline (status timeout)."""
     budget = 0.15
     with FakeLLMServer(latency=60.0) as fake:
-        server = lab_server(database_url, LAB_AGENT_ENGINE_LAG_SECONDS="30")
+        server = lab_server(database_url, LAB_AGENT_ENGINE_LAG_SECONDS=engine_lag)
         session = server.create_session("hf_informed_wc_first", 1, **LIMITS, **_model(fake, session_budget=budget))
         code = session["code"]
         participant = HttpParticipant(server.base_url, session["participants"][0]["code"],
@@ -129,13 +133,14 @@ def test_an_abandoned_call_spends_the_budget_and_the_next_call_is_not_sent(lab_s
 
     assert fake.request_count == 1, [request["messages"][-1]["content"][:80] for _, request in fake.requests]
     calls = server.export("payment", "custom_export_llm_calls", code)
-    [abandoned] = [c for c in calls if c["status"] == "abandoned"]
-    assert (abandoned["game"], abandoned["turn"]) == ("WC", "message_1") and float(abandoned["cost"]) >= budget
-    ordinary = (int(abandoned["prompt_tokens"]) + 100) * PRICE / 1_000_000  # a reply of ~100 tokens
+    [unanswered] = [c for c in calls if c["cost"]]
+    assert (unanswered["game"], unanswered["turn"], unanswered["status"]) == ("WC", "message_1", status)
+    assert float(unanswered["cost"]) == pytest.approx(_estimate(unanswered)) and float(unanswered["cost"]) >= budget
+    assert ("abandoned" if status == "abandoned" else "cost_estimated") in unanswered["flags"].split(",")
+    ordinary = (int(unanswered["prompt_tokens"]) + 100) * PRICE / 1_000_000  # a reply of ~100 tokens
     assert ordinary < budget, "the budget would pay for an ordinary call"
     refused = [c for c in calls if c["status"] == "budget"]
     assert {(c["game"], c["turn"]) for c in refused} == {("WC", "message_2"), ("WC", "decision"), ("WoC", "decision")}
-    assert len([c for c in calls if c["status"] == "abandoned"]) == 1
 
 
 # --- The engine's bookkeeping, without a server -------------------------------------------------
@@ -177,3 +182,38 @@ def test_a_cancelled_abandoned_call_keeps_its_estimate():
     cancelled.status = "cancelled"
     assert engine.call_finished("k", "S", cancelled) is False
     assert budget.spent == pytest.approx(0.25) and budget.exhausted
+
+
+# --- A request sent and never answered, through the real SDK and the fake server ----------------
+@pytest.mark.parametrize("charge_unanswered", [True, False])
+def test_a_request_cut_off_by_the_deadline_is_charged_its_estimate(charge_unanswered):
+    """The lab's models (``charge_unanswered``) charge a sent request that the deadline cut off
+    as prompt + max_tokens, and the call's record says so; other users of ``build_model`` (the
+    simulations) keep counting nothing for it."""
+    import asyncio
+
+    from agents.agent import PersonaAgent
+    from agents.config import ModelConfig
+    from agents.models import build_model
+
+    with FakeLLMServer(latency=30.0) as fake:
+        cfg = ModelConfig(provider="openai_compatible", model="fake", base_url=fake.base_url_openai,
+                          max_retries=0, max_tokens=MAX_TOKENS, price_input_per_mtok=PRICE,
+                          price_output_per_mtok=PRICE)
+        budget = Budget(10.0)
+        model = build_model(cfg, budget=budget, charge_unanswered=charge_unanswered)
+        agent = PersonaAgent("agent-1", "fair", model, language="en", seed=1)
+
+        async def turn():
+            return await agent.message_1(1, deadline=time.monotonic() + 2.0)
+
+        result = asyncio.run(turn())
+        assert fake.request_count == 1
+    [call] = result.calls
+    assert result.status == "fallback" and call.status == "timeout"
+    if charge_unanswered:
+        estimate = (call.prompt_tokens + MAX_TOKENS) * PRICE / 1_000_000
+        assert call.cost == pytest.approx(estimate) and "cost_estimated" in call.flags.split(",")
+        assert budget.spent == pytest.approx(estimate)
+    else:
+        assert call.cost is None and budget.spent == 0
