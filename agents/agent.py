@@ -26,7 +26,7 @@ from typing import Any, Optional
 import protocol
 
 from . import prompts
-from .models import call_scope, redact
+from .models import call_charges, call_scope, redact
 from .parsing import cut_message, is_refusal, parse_choice, parse_message, split_reasoning
 from .tokens import count_message_tokens
 from .types import CallRecord, CallStatus, ChatMessage, LanguageModel, TurnKind, TurnResult, TurnStatus
@@ -261,10 +261,12 @@ class PersonaAgent:
         record.time_sent = time.time()
         _journal(self.journal.started, record)
         try:
-            with call_scope(f"{self.agent_id}|{self.seed}|r{round_number}|{kind}|{attempt}"):
+            with call_scope(f"{self.agent_id}|{self.seed}|r{round_number}|{kind}|{attempt}"), \
+                    call_charges() as charges:
                 reply = await self.model.complete(list(sent), deadline=deadline)
         except asyncio.CancelledError:
             record.status, record.time_done = CallStatus.CANCELLED.value, time.time()
+            self._charged(record, charges)
             _journal(self.journal.finished, record)
             raise
         status, parsed, flags = reply.status, None, []
@@ -286,8 +288,17 @@ class PersonaAgent:
         record.time_sent = reply.time_sent or record.time_sent
         record.time_first_byte, record.time_done = reply.time_first_byte, reply.time_done
         record.retries = reply.retries
+        self._charged(record, charges)
         _journal(self.journal.finished, record)
         return record
+
+    @staticmethod
+    def _charged(record: CallRecord, charges) -> None:
+        """When the budget was charged an estimate for an attempt sent and never answered, the
+        record's cost is what the budget was charged for the call, flagged ``cost_estimated``."""
+        if charges.estimated:
+            record.cost = charges.cost
+            record.flags = ",".join(filter(None, [record.flags, "cost_estimated"]))
 
     def _record(self, sent: list[ChatMessage], round_number: int, kind: str, attempt: int, raw: Optional[str],
                 parsed: Optional[str], status: str, error: Optional[str]) -> CallRecord:

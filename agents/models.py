@@ -109,6 +109,30 @@ def current_call_scope() -> str:
     return _call_scope.get()
 
 
+class CallCharges:
+    """What ``BudgetedModel`` charged for one logical call (all its attempts): ``cost`` in USD,
+    ``estimated`` when part of it is an estimate (an attempt sent and never answered)."""
+
+    def __init__(self) -> None:
+        self.cost = 0.0
+        self.estimated = False
+
+
+_call_charges: contextvars.ContextVar[Optional[CallCharges]] = contextvars.ContextVar("agents_call_charges",
+                                                                                       default=None)
+
+
+@contextlib.contextmanager
+def call_charges() -> Iterator[CallCharges]:
+    """Collect, in this block, what the budget is charged for the call made in it."""
+    charges = CallCharges()
+    token = _call_charges.set(charges)
+    try:
+        yield charges
+    finally:
+        _call_charges.reset(token)
+
+
 def estimate_cost(cfg: ModelConfig, input_tokens: int, output_tokens: int) -> Optional[float]:
     """USD for a call of this size under ``cfg``'s prices; None when a price is unknown."""
     return cfg.cost(input_tokens, output_tokens)
@@ -500,20 +524,46 @@ class BudgetedModel:
     """Charges each attempt's cost to a shared ``Budget``; sends nothing once it is spent.
 
     Wraps the adapter directly (see ``build_model``): the check is made at the moment of sending.
+    With ``estimate`` (messages -> USD, an upper bound such as prompt + ``max_tokens``), an
+    attempt that was sent and never answered (timed out, or cut off by the deadline or the
+    caller) is charged that estimate, as the provider may bill it. What is charged for a call is
+    also added to the caller's ``call_charges()``, if any.
     """
 
-    def __init__(self, inner: LanguageModel, budget: Budget) -> None:
+    def __init__(self, inner: LanguageModel, budget: Budget,
+                 estimate: Optional[Callable[[list[ChatMessage]], Optional[float]]] = None) -> None:
         self.inner = inner
         self.settings = inner.settings
         self.budget = budget
+        self.estimate = estimate
+
+    def _charge(self, cost: Optional[float], estimated: bool = False) -> None:
+        self.budget.charge(cost)
+        charges = _call_charges.get()
+        if charges is not None and cost:
+            charges.cost += cost
+            charges.estimated = charges.estimated or estimated
+
+    def _charge_unanswered(self, messages: list[ChatMessage]) -> None:
+        if self.estimate is not None:
+            self._charge(self.estimate(messages), estimated=True)
 
     async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
         if self.budget.exhausted:
             now = time.time()
             return ModelReply(CallStatus.BUDGET.value, error=f"budget of {self.budget.limit} USD spent",
                               time_sent=now, time_done=now, retryable=False)
-        reply = await self.inner.complete(messages, deadline=deadline)
-        self.budget.charge(reply.cost)
+        try:
+            reply = await self.inner.complete(messages, deadline=deadline)
+        except asyncio.CancelledError:  # cut off in flight (the deadline guard, or the caller)
+            self._charge_unanswered(messages)
+            raise
+        # A timeout the adapter reports as retryable was sent (not "no time left to send").
+        if (reply.status == CallStatus.TIMEOUT.value and reply.retryable is not False and reply.cost is None
+                and reply.input_tokens is None and reply.output_tokens is None):
+            self._charge_unanswered(messages)
+        else:
+            self._charge(reply.cost)
         return reply
 
 
@@ -564,9 +614,22 @@ def build_adapter(cfg: ModelConfig) -> LanguageModel:
     return OpenAIChatModel(cfg, settings)
 
 
-def build_model(cfg: ModelConfig, *, budget: Optional[Budget] = None) -> LanguageModel:
+def unanswered_cost(cfg: ModelConfig) -> Callable[[list[ChatMessage]], Optional[float]]:
+    """An upper bound of what a sent request may be billed: its prompt plus a full reply."""
+    from .tokens import count_message_tokens
+
+    def estimate(messages: list[ChatMessage]) -> Optional[float]:
+        return cfg.cost(count_message_tokens(messages, cfg.provider), cfg.max_tokens)
+
+    return estimate
+
+
+def build_model(cfg: ModelConfig, *, budget: Optional[Budget] = None,
+                charge_unanswered: bool = False) -> LanguageModel:
     """The provider adapter with retries, rate limits, the budget and the deadline guard.
 
+    ``charge_unanswered``: a request sent and never answered is charged to ``budget`` as its
+    prompt plus a full reply (``unanswered_cost``) instead of nothing.
     Raises ``ConfigError`` now (at session creation) for a missing API key; everything that can
     go wrong later is a status in a ``ModelReply``.
     """
@@ -574,7 +637,7 @@ def build_model(cfg: ModelConfig, *, budget: Optional[Budget] = None) -> Languag
     if budget is not None:
         # Innermost: checked when the request is sent, not when it joins the queue (a queued call
         # passing a check made before the wait would overshoot the budget by the whole queue).
-        model = BudgetedModel(model, budget)
+        model = BudgetedModel(model, budget, estimate=unanswered_cost(cfg) if charge_unanswered else None)
     if cfg.provider != "simulated":  # no provider to protect, nothing that could pass on a retry
         model = RateLimitedModel(model, concurrency=cfg.concurrency, requests_per_minute=cfg.requests_per_minute)
         model = RetryingModel(model, max_retries=cfg.max_retries, base_delay=cfg.retry_base_delay,

@@ -27,6 +27,7 @@ class CallStatus(str, enum.Enum):
     CANCELLED = "cancelled"  # the caller gave up on the turn (e.g. server shutting down)
     CONFIG_ERROR = "config_error"  # bad key / model name: 401, 404
     INTERRUPTED = "interrupted"  # sent, then the server stopped before the reply (cost estimated)
+    ABANDONED = "abandoned"  # lab: sent, then the turn was settled by the fallback before the reply (cost estimated)
     CONTEXT_OVERFLOW = "context_overflow"  # the prompt does not fit the model's window (not sent, or 400)
 
 

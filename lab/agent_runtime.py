@@ -22,6 +22,12 @@ Design (README, "Agents in the lab"):
   calls into ``LlmCall``. At start, calls journaled by a killed server are moved too, those
   still in flight as status ``interrupted`` with an estimated cost, so cost and the budget count
   every call the provider may bill.
+- A page that settles a turn by the fallback while it still runs (``settle_or_fallback``) puts
+  its calls on record at once, those in flight as ``abandoned`` with the same estimate (prompt +
+  ``max_tokens``), charged to the session's budget before the turn is cancelled: no call is sent
+  on money already spent. One row per call: the engine writes nothing more for an abandoned call
+  (a reply that still arrives has its real cost taken back from the budget), and the journal
+  keeps it as ``abandoned`` so that a restart adds no second row.
 """
 
 from __future__ import annotations
@@ -97,18 +103,27 @@ class CallJournalFile:
         return [(code, game, player_id, state, json.loads(record)) for code, game, player_id, state, record in rows]
 
 
-class _TurnJournal(CallJournal):
-    """A turn's calls, journaled with the player they belong to."""
+ABANDONED = "abandoned"  # a journal state: the page settled the turn while the call was in flight
 
-    def __init__(self, journal: CallJournalFile, context: tuple) -> None:
+
+class _TurnJournal(CallJournal):
+    """A turn's calls, journaled with the player they belong to, and known to the engine while
+    the turn runs (so that a page settling the turn by the fallback can put them on record)."""
+
+    def __init__(self, journal: Optional[CallJournalFile], context: tuple, key: str) -> None:
         self.journal = journal
         self.context = context
+        self.key = key
 
     def started(self, record: CallRecord) -> None:
-        self.journal.write(self.context, record, PENDING)
+        ENGINE.call_started(self.key, record)
+        if self.journal is not None:
+            self.journal.write(self.context, record, PENDING)
 
     def finished(self, record: CallRecord) -> None:
-        self.journal.write(self.context, record, "done")
+        # An abandoned call is on record already (with its estimate): nothing more is written.
+        if ENGINE.call_finished(self.key, self.context[0], record) and self.journal is not None:
+            self.journal.write(self.context, record, "done")
 
 
 _journal_file: Optional[CallJournalFile] = None
@@ -145,6 +160,10 @@ class AgentEngine:
         self._futures: dict[str, concurrent.futures.Future] = {}
         self._models: dict[str, Any] = {}
         self._budgets: dict[str, Budget] = {}
+        # The calls of each running turn: turn key -> call_id -> [journal state, record dict].
+        self._turn_calls: dict[str, dict[str, list]] = {}
+        # Calls abandoned in flight (call_id -> the estimate charged), until they come back.
+        self._abandoned: dict[str, float] = {}
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -170,6 +189,47 @@ class AgentEngine:
     def forget(self, key: str) -> None:
         with self._lock:
             self._futures.pop(key, None)
+            self._turn_calls.pop(key, None)
+
+    # --- the calls of running turns (written on the engine thread, read by the pages) ----------
+    def call_started(self, key: str, record: CallRecord) -> None:
+        with self._lock:
+            self._turn_calls.setdefault(key, {})[record.call_id] = [PENDING, record.to_dict()]
+
+    def call_finished(self, key: str, session_code: str, record: CallRecord) -> bool:
+        """On the engine thread, as a call returns. False if the call was abandoned meanwhile:
+        its record (the estimate) stands, and what ``BudgetedModel`` charged for its reply is
+        taken back, so that the budget counts it once, as its record does."""
+        with self._lock:
+            if record.call_id in self._abandoned:
+                del self._abandoned[record.call_id]
+                budget = self._budgets.get(session_code)
+                if budget is not None and record.cost:
+                    budget.charge(-record.cost)
+                return False
+            calls = self._turn_calls.get(key)
+            if calls is not None:
+                calls[record.call_id] = ["done", record.to_dict()]
+            return True
+
+    def abandon_calls(self, key: str, session_code: str,
+                      estimate: Callable[[dict], Optional[float]]) -> list[tuple[str, dict, Optional[float]]]:
+        """The page settles the turn by the fallback: its calls, (state, record, estimate). Each
+        one still in flight is charged its estimate now (an upper bound: prompt + a full reply),
+        before anything else can be sent, whether or not its reply ever comes back."""
+        with self._lock:
+            calls = self._turn_calls.pop(key, {})
+            budget = self._budgets.get(session_code)
+            taken = []
+            for call_id, (state, record) in calls.items():
+                cost = None
+                if state == PENDING:
+                    cost = estimate(record)
+                    self._abandoned[call_id] = cost or 0.0
+                    if budget is not None:
+                        budget.charge(cost)
+                taken.append((state, record, cost))
+            return taken
 
     def model(self, session_code: str, config: ModelConfig, budget_limit: Optional[float],
               spent_so_far: Callable[[], float]):
@@ -179,7 +239,7 @@ class AgentEngine:
                 budget = Budget(budget_limit)
                 budget.charge(spent_so_far())  # after a restart: what the session already spent
                 self._budgets[session_code] = budget
-                self._models[session_code] = build_model(config, budget=budget)
+                self._models[session_code] = build_model(config, budget=budget, charge_unanswered=True)
             return self._models[session_code]
 
     def budget(self, session_code: str) -> Optional[Budget]:
@@ -323,13 +383,15 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
     """The turn as a coroutine on a copy of the settled memory: (TurnResult, new memory)."""
     seat_state = json.loads(_seat(player, tables).state)
     kind, round_number = row.kind, player.round_number
-    journal = call_journal() if not isinstance(model, _NoTimeLeft) else None
+    sends = not isinstance(model, _NoTimeLeft)
+    journal = call_journal() if sends else None
     context = (player.session.code, tables.game, player.id)
+    key = turn_key(player, tables, kind)
 
     async def run_turn():
         agent = PersonaAgent.from_state(seat_state, model)
-        if journal is not None:
-            agent.journal = _TurnJournal(journal, context)
+        if sends:
+            agent.journal = _TurnJournal(journal, context, key)
         if kind == TurnKind.MESSAGE_1.value:
             result = await agent.message_1(round_number, deadline=deadline)
         elif kind == TurnKind.MESSAGE_2.value:
@@ -341,9 +403,19 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
     return run_turn
 
 
+def engine_lag_seconds() -> float:
+    """``LAB_AGENT_ENGINE_LAG_SECONDS`` (tests only, default 0): the engine runs each turn as if
+    it were this far behind its deadline (a blocked or overloaded engine thread), so that pages
+    settle turns by the fallback while their model calls are still in flight."""
+    try:
+        return max(0.0, float(os.environ.get("LAB_AGENT_ENGINE_LAG_SECONDS") or 0))
+    except ValueError:
+        return 0.0
+
+
 def _submit(player, tables: GameTables, row, turn_inputs: dict) -> None:
     model = _session_model(player.session)
-    deadline = time.monotonic() + (row.deadline_at - time.time())
+    deadline = time.monotonic() + (row.deadline_at - time.time()) + engine_lag_seconds()
     ENGINE.submit(turn_key(player, tables, row.kind), _turn_coroutine(player, tables, row, turn_inputs, model, deadline))
 
 
@@ -436,7 +508,8 @@ def recover_journaled_calls(tables_by_game: Optional[dict] = None) -> int:
                 record["error"] = "the server stopped while the call was in flight; cost estimated"
                 record["cost"] = config.cost(record.get("prompt_tokens") or 0, config.max_tokens)
                 record["input_tokens"] = record.get("prompt_tokens")
-            record["flags"] = ",".join(filter(None, [record.get("flags"), "interrupted"]))
+            if state != ABANDONED:  # abandoned: on record with its estimate, its commit lost
+                record["flags"] = ",".join(filter(None, [record.get("flags"), "interrupted"]))
             _store_call(player, tables, record)
         moved.append(record["call_id"])
     journal.forget(moved)
@@ -517,9 +590,48 @@ def settle_or_fallback(player, tables: GameTables, kind: str):
         settle(player, tables, row, future.result())
     else:
         if future is not None:
+            _abandon_calls(player, tables, row)  # before the cancel: nothing in flight goes unbilled
             future.cancel()
         _settle_by_fallback(player, tables, row)
     return row
+
+
+def _abandon_calls(player, tables: GameTables, row) -> None:
+    """The turn is settled by the fallback while it still runs: its calls go on record now,
+    those in flight as ``abandoned`` with the cost of the prompt plus a full reply (an upper
+    bound, as for ``interrupted``), charged to the session's budget at once. One row per call:
+    the engine writes nothing more for them, and a restart finds them on record."""
+    config = model_config(player.session)
+
+    def estimate(record: dict) -> Optional[float]:
+        return config.cost(record.get("prompt_tokens") or 0, config.max_tokens)
+
+    taken = ENGINE.abandon_calls(turn_key(player, tables, row.kind), player.session.code, estimate)
+    journal = call_journal()
+    context = (player.session.code, tables.game, player.id)
+    done = []
+    for state, record, cost in taken:
+        if tables.LlmCall.objects_first(call_id=record["call_id"]) is not None:
+            continue
+        if state == PENDING:
+            record = mark_abandoned(record, cost)
+            if journal is not None:  # until the next start: a lost commit is still recovered, once
+                journal.write(context, CallRecord.from_dict(record), ABANDONED)
+        else:
+            done.append(record["call_id"])
+        _store_call(player, tables, record)
+    if journal is not None:
+        journal.forget(done)
+
+
+def mark_abandoned(record: dict, cost: Optional[float]) -> dict:
+    record = dict(record)
+    record.update(status=CallStatus.ABANDONED.value, cost=cost, input_tokens=record.get("prompt_tokens"),
+                  time_done=time.time(),
+                  error="the turn was settled by the fallback while the call was in flight; "
+                        "cost estimated (prompt + max_tokens)")
+    record["flags"] = ",".join(filter(None, [record.get("flags"), "abandoned"]))
+    return record
 
 
 def start_round(subsession, tables: GameTables) -> None:

@@ -129,13 +129,18 @@ class LabServer:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     # --- oTree's REST API -----------------------------------------------------------
+    def rest_headers(self) -> dict:
+        """With OTREE_AUTH_LEVEL set, oTree's REST API wants the key of OTREE_REST_KEY."""
+        key = self.env.get("OTREE_REST_KEY")
+        return {"otree-rest-key": key} if key else {}
+
     def create_session(self, config: str, participants: int, **config_fields) -> dict:
         import requests
 
         response = requests.post(f"{self.base_url}/api/sessions", json=dict(
             session_config_name=config, num_participants=participants,
             modified_session_config_fields=config_fields,
-        ), timeout=60)
+        ), headers=self.rest_headers(), timeout=60)
         assert response.ok, f"{response.status_code}: {response.text[:500]}"
         code = response.json()["code"]
         return self.get_session(code)
@@ -143,7 +148,8 @@ class LabServer:
     def get_session(self, code: str) -> dict:
         import requests
 
-        response = requests.post(f"{self.base_url}/api/get_session/{code}", json={}, timeout=30)
+        response = requests.post(f"{self.base_url}/api/get_session/{code}", json={}, headers=self.rest_headers(),
+                                 timeout=30)
         assert response.ok, f"{response.status_code}: {response.text[:500]}"
         return response.json()
 

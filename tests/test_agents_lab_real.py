@@ -157,3 +157,65 @@ def test_agents_page_warns_of_fallbacks_and_tests_the_model(lab_server, database
         assert all(r["status"] == "ok" and r["parsed"] for r in results)
         report = requests.get(report_url, params=dict(app_name="game_with_chat", round_number=1), timeout=30).text
         assert "Model test at" in report and "both choose A, we each get 70!" in report
+
+
+ADMIN_PASSWORD = "admin-pw-for-tests"
+
+
+def _admin_login(server) -> requests.Session:
+    import re
+
+    admin = requests.Session()
+    form = admin.get(f"{server.base_url}/login", timeout=30).text
+    token = re.search(r'name="csrftoken"\s+value="([^"]+)"', form) or re.search(r'value="([^"]+)"\s+name="csrftoken"', form)
+    assert token, form[:2000]
+    response = admin.post(f"{server.base_url}/login", data=dict(username="admin", password=ADMIN_PASSWORD,
+                                                                 csrftoken=token[1]), timeout=30)
+    assert response.ok and "/login" not in response.url, (response.status_code, response.url)
+    return admin
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("auth_level", ["STUDY", "DEMO"])
+def test_test_model_needs_the_admin_login(lab_server, database_url, auth_level):
+    """With oTree's admin login on, "Test model" (which spends money on model calls) is refused
+    without the login and sends nothing; logged in as the admin, it runs one turn per persona."""
+    with FakeLLMServer() as model_server:
+        server = lab_server(database_url, OTREE_AUTH_LEVEL=auth_level, OTREE_ADMIN_PASSWORD=ADMIN_PASSWORD,
+                            OTREE_REST_KEY="rest-key-for-tests")
+        session = server.create_session(
+            "hf_informed_wc_first", 1, llm_provider="openai_compatible", llm_model="fake",
+            llm_base_url=model_server.base_url_openai, llm_max_retries=0, **SHORT)
+        code = session["code"]
+        test_url = f"{server.base_url}/lab/agents/test_model/{code}"
+        report_url = f"{server.base_url}/AdminReport/{code}"
+        report_params = dict(app_name="game_with_chat", round_number=1)
+
+        # Anonymous: the route refuses and no call is made. (oTree's STUDY level sends the agents
+        # page to the login; its DEMO level shows admin reports to anyone, but a model call
+        # costs money: the button still needs the login.)
+        anonymous = requests.get(report_url, params=report_params, allow_redirects=False, timeout=30)
+        if auth_level == "STUDY":
+            assert anonymous.status_code in (302, 303) and "login" in anonymous.headers["location"].lower()
+        else:
+            assert anonymous.status_code == 200 and "Test model" in anonymous.text
+        refused = requests.post(test_url, timeout=60)
+        assert refused.status_code == 403 and "log in" in refused.json()["error"], refused.text
+        assert model_server.request_count == 0
+
+        # The admin: the agents page, then the button's request.
+        admin = _admin_login(server)
+        report = admin.get(report_url, params=report_params, timeout=30)
+        assert report.ok and "Test model" in report.text
+        assert model_server.request_count == 0
+        tested = admin.post(test_url, timeout=120)
+        assert tested.status_code == 200, tested.text
+        results = tested.json()["results"]
+        assert [r["persona"] for r in results] == ["cooperative", "fair", "selfish"]
+        assert all(r["status"] == "ok" and r["parsed"] for r in results), results
+        assert model_server.request_count == 3
+
+        # Logged out again: refused again.
+        admin.get(f"{server.base_url}/logout", timeout=30)
+        assert admin.post(test_url, timeout=60).status_code == 403
+        assert model_server.request_count == 3
