@@ -148,8 +148,9 @@ def unblind(annotations: pd.DataFrame, key: pd.DataFrame, what: str = "annotatio
         rows["conversation_id"] = ""
     by_item = rows[ITEM].fillna("").astype(str).str.strip() != ""
     mapping = dict(zip(key[ITEM], key["conversation_id"])) if not key.empty else {}
-    mapped = rows.loc[by_item, ITEM].map(mapping)
-    rows.loc[by_item, "conversation_id"] = mapped.fillna("")
+    # As text: an item in no key maps to NaN, which makes a float column that "" cannot fill.
+    mapped = rows.loc[by_item, ITEM].map(mapping).astype(object)
+    rows.loc[by_item, "conversation_id"] = mapped.where(mapped.notna(), "")
     unknown = by_item & (rows["conversation_id"] == "")
     messages = []
     if unknown.any():
