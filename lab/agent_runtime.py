@@ -36,6 +36,7 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 from agents.agent import PENDING, CallJournal, PersonaAgent
@@ -573,8 +574,24 @@ def start_round(subsession, tables: GameTables) -> None:
     for player in players:
         memo[("turn", tables.game, player.id, first)] = found.get(player.id)
     _load_seats(memo, tables, subsession, subsession.session_id)
+    new = [player for player in players if found.get(player.id) is None]
     for player in players:
-        ensure_turn(player, tables, first)
+        if found.get(player.id) is not None:
+            ensure_turn(player, tables, first)  # a reload after a restart: resumed or settled
+    if not new:
+        return
+    # The new turns in one statement (the first turn's inputs always exist: none), then each
+    # is handed to the engine. The same rows in the same transaction as ensure_turn writes.
+    from otree.database import db
+
+    now = time.time()
+    deadline = now + params(subsession.session).stage_limits[TURN_STAGE[first]]
+    db._db.execute(tables.AgentTurn.__table__.insert(), [
+        dict(player_id=player.id, agent_id=player.associate_code, kind=first, status=RUNNING,
+             started_at=now, deadline_at=deadline, attempts=1) for player in new])
+    for player in new:
+        del memo[("turn", tables.game, player.id, first)]  # read from the database when asked
+        _submit(player, tables, SimpleNamespace(kind=first, deadline_at=deadline), {})
 
 
 def finish_round(player, tables: GameTables) -> None:
