@@ -559,6 +559,10 @@ def settle_or_fallback(player, tables: GameTables, kind: str):
     return row
 
 
+# Rows of one multi-row INSERT (7 values each: well under SQLite's 999 parameters).
+INSERT_ROWS_PER_STATEMENT = 100
+
+
 def start_round(subsession, tables: GameTables) -> None:
     """RoundStart: every agent's first turn of the round starts now."""
     first = TurnKind.MESSAGE_1.value if tables.with_chat else TurnKind.DECISION.value
@@ -586,9 +590,10 @@ def start_round(subsession, tables: GameTables) -> None:
 
     now = time.time()
     deadline = now + params(subsession.session).stage_limits[TURN_STAGE[first]]
-    db._db.execute(tables.AgentTurn.__table__.insert(), [
-        dict(player_id=player.id, agent_id=player.associate_code, kind=first, status=RUNNING,
-             started_at=now, deadline_at=deadline, attempts=1) for player in new])
+    rows = [dict(player_id=player.id, agent_id=player.associate_code, kind=first, status=RUNNING,
+                 started_at=now, deadline_at=deadline, attempts=1) for player in new]
+    for chunk in range(0, len(rows), INSERT_ROWS_PER_STATEMENT):  # one round trip per chunk
+        db._db.execute(tables.AgentTurn.__table__.insert().values(rows[chunk:chunk + INSERT_ROWS_PER_STATEMENT]))
     for player in new:
         del memo[("turn", tables.game, player.id, first)]  # read from the database when asked
         _submit(player, tables, SimpleNamespace(kind=first, deadline_at=deadline), {})
