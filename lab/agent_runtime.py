@@ -584,7 +584,7 @@ def start_round(subsession, tables: GameTables) -> None:
             ensure_turn(player, tables, first)  # a reload after a restart: resumed or settled
     if not new:
         return
-    # The new turns in one statement (the first turn's inputs always exist: none), then each
+    # The new turns in one INSERT per 100 (the first turn's inputs always exist: none), then each
     # is handed to the engine. The same rows in the same transaction as ensure_turn writes.
     from otree.database import db
 
