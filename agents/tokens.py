@@ -36,7 +36,7 @@ def _cl100k() -> Any:
 
 
 def estimate_text_tokens(text: str) -> int:
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    ascii_chars = len(text.encode("ascii", "ignore"))  # the characters below 128, counted in C
     return math.ceil(ascii_chars / ASCII_CHARS_PER_TOKEN) + NON_ASCII_TOKENS_PER_CHAR * (len(text) - ascii_chars)
 
 

@@ -42,6 +42,7 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 from agents.agent import PENDING, CallJournal, PersonaAgent
@@ -242,6 +243,11 @@ class AgentEngine:
                 self._models[session_code] = build_model(config, budget=budget, charge_unanswered=True)
             return self._models[session_code]
 
+    def session_model(self, session_code: str):
+        """The session's model once built, else None (no config parsed on every turn)."""
+        with self._lock:
+            return self._models.get(session_code)
+
     def budget(self, session_code: str) -> Optional[Budget]:
         with self._lock:
             return self._budgets.get(session_code)
@@ -296,13 +302,35 @@ def _agent_seed(session_code: str, game: str, seat: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{session_code}|{game}|{seat}".encode()).digest()[:4], "big")
 
 
+def _request_memo() -> dict:
+    """Rows already read in this request: its database session's ``info`` (oTree opens a new
+    session per request, so nothing outlives the request). Every page hook runs under oTree's
+    global lock and only they write turns and seats, so a row read once stays current for the
+    request: a turn created here is noted here too. Outside a request, an empty memo."""
+    from otree.database import db
+
+    session = db._db
+    return session.info.setdefault("lab_agents", {}) if session is not None else {}
+
+
 def _seat(player, tables: GameTables):
-    first_round = player.subsession.in_round(1)
-    [seat] = tables.AgentSeat.filter(subsession=first_round, seat=player.agent_seat)
-    return seat
+    memo = _request_memo()
+    key = ("seat", tables.game, player.session_id, player.agent_seat)
+    if key not in memo:
+        _load_seats(memo, tables, player.subsession, player.session_id)
+    return memo[key]
+
+
+def _load_seats(memo: dict, tables: GameTables, subsession, session_id: int) -> None:
+    """All seats of the game in one query (they are few: one per agent)."""
+    for seat in tables.AgentSeat.filter(subsession=subsession.in_round(1)):
+        memo[("seat", tables.game, session_id, seat.seat)] = seat
 
 
 def _session_model(session):
+    found = ENGINE.session_model(session.code)
+    if found is not None:
+        return found
     return ENGINE.model(session.code, model_config(session), budget_limit(session), lambda: session_spent(session))
 
 
@@ -323,8 +351,19 @@ def turn_key(player, tables: GameTables, kind: str) -> str:
 
 
 def find_turn(player, tables: GameTables, kind: str):
-    rows = tables.AgentTurn.filter(player=player, kind=kind)
-    return rows[0] if rows else None
+    memo = _request_memo()
+    key = ("turn", tables.game, player.id, kind)
+    if key not in memo:
+        rows = tables.AgentTurn.filter(player=player, kind=kind)
+        memo[key] = rows[0] if rows else None
+    return memo[key]
+
+
+def _new_turn(player, tables: GameTables, kind: str, **fields):
+    row = tables.AgentTurn.create(player=player, agent_id=player.associate_code, kind=kind, status=RUNNING,
+                                  attempts=1, **fields)
+    _request_memo()[("turn", tables.game, player.id, kind)] = row
+    return row
 
 
 def human_message(player, tables: GameTables, stage: int):
@@ -361,8 +400,7 @@ def ensure_turn(player, tables: GameTables, kind: str):
             return None
         now = time.time()
         limit = params(player.session).stage_limits[TURN_STAGE[kind]]
-        row = tables.AgentTurn.create(player=player, agent_id=player.associate_code, kind=kind, status=RUNNING,
-                                      started_at=now, deadline_at=now + limit, attempts=1)
+        row = _new_turn(player, tables, kind, started_at=now, deadline_at=now + limit)
         _submit(player, tables, row, turn_inputs)
         return row
     future = ENGINE.future(turn_key(player, tables, kind))
@@ -581,8 +619,7 @@ def settle_or_fallback(player, tables: GameTables, kind: str):
         # Inputs never arrived (cannot happen in page order); resolve with what exists.
         turn_limit = params(player.session).stage_limits[TURN_STAGE[kind]]
         now = time.time()
-        row = tables.AgentTurn.create(player=player, agent_id=player.associate_code, kind=kind, status=RUNNING,
-                                      started_at=now, deadline_at=now + turn_limit, attempts=1)
+        row = _new_turn(player, tables, kind, started_at=now, deadline_at=now + turn_limit)
     if row.status in FINAL_STATUSES:
         return row
     future = ENGINE.future(turn_key(player, tables, kind))
@@ -634,12 +671,44 @@ def mark_abandoned(record: dict, cost: Optional[float]) -> dict:
     return record
 
 
+# Rows of one multi-row INSERT (7 values each: well under SQLite's 999 parameters).
+INSERT_ROWS_PER_STATEMENT = 100
+
+
 def start_round(subsession, tables: GameTables) -> None:
     """RoundStart: every agent's first turn of the round starts now."""
     first = TurnKind.MESSAGE_1.value if tables.with_chat else TurnKind.DECISION.value
-    for player in subsession.get_players():
-        if lab_game.is_played(player) and player.associate_kind == "agent":
-            ensure_turn(player, tables, first)
+    players = [player for player in subsession.get_players()
+               if lab_game.is_played(player) and player.associate_kind == "agent"]
+    if not players:
+        return
+    # One request starts every agent's turn: read their turns and seats in two queries, not
+    # three per participant (the wait page everyone reloads from waits for this request).
+    memo = _request_memo()
+    found = {row.player_id: row for row in tables.AgentTurn.objects_filter(
+        tables.AgentTurn.player_id.in_([player.id for player in players]), kind=first)}
+    for player in players:
+        memo[("turn", tables.game, player.id, first)] = found.get(player.id)
+    _load_seats(memo, tables, subsession, subsession.session_id)
+    new = [player for player in players if found.get(player.id) is None]
+    for player in players:
+        if found.get(player.id) is not None:
+            ensure_turn(player, tables, first)  # a reload after a restart: resumed or settled
+    if not new:
+        return
+    # The new turns in one INSERT per 100 (the first turn's inputs always exist: none), then each
+    # is handed to the engine. The same rows in the same transaction as ensure_turn writes.
+    from otree.database import db
+
+    now = time.time()
+    deadline = now + params(subsession.session).stage_limits[TURN_STAGE[first]]
+    rows = [dict(player_id=player.id, agent_id=player.associate_code, kind=first, status=RUNNING,
+                 started_at=now, deadline_at=deadline, attempts=1) for player in new]
+    for chunk in range(0, len(rows), INSERT_ROWS_PER_STATEMENT):  # one round trip per chunk
+        db._db.execute(tables.AgentTurn.__table__.insert().values(rows[chunk:chunk + INSERT_ROWS_PER_STATEMENT]))
+    for player in new:
+        del memo[("turn", tables.game, player.id, first)]  # read from the database when asked
+        _submit(player, tables, SimpleNamespace(kind=first, deadline_at=deadline), {})
 
 
 def finish_round(player, tables: GameTables) -> None:

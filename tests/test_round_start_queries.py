@@ -1,0 +1,64 @@
+"""Zero wait (issue 14): the request that starts a round's agent turns costs the same few
+database statements whatever the number of participants.
+
+RoundStart is a wait page for everyone: the last participant to arrive starts every agent's
+first turn of the round, and all the others' page loads queue behind that one request. Its
+statements are counted in-process (oTree's own setup, an in-memory database, the simulated
+model) with 4 and with 24 participants.
+"""
+
+import json
+import subprocess
+
+from tests.lab_server import PYTHON, lab_env
+
+SCRIPT = r"""
+import json, os, sys
+os.environ["OTREE_IN_MEMORY"] = "1"
+from otree.main import setup
+setup()
+import otree.session
+from otree.database import engine, session_scope
+from sqlalchemy import event
+from lab import agent_runtime as agents
+import game_with_chat as wc, game_without_chat as woc
+
+statements = []
+event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+result = {}
+for n in (4, 24):
+    with session_scope():
+        session = otree.session.create_session("hf_uninformed_wc_first", num_participants=n,
+            modified_session_config_fields=dict(rounds_per_game=2, llm_provider="simulated", llm_simulated_latency=5))
+        session_id = session.id
+    for app in (wc, woc):
+        with session_scope():
+            subsession = app.Subsession.objects_get(session_id=session_id, round_number=1)
+            del statements[:]
+            app.start_agent_turns(subsession)
+            count = len(statements)
+            app.start_agent_turns(subsession)  # a second call (a reload) starts nothing twice
+        with session_scope():
+            subsession = app.Subsession.objects_get(session_id=session_id, round_number=1)
+            turns = [t for p in subsession.get_players() for t in app.AgentTurn.filter(player=p)]
+            result[f"{app.GAME}-{n}"] = dict(
+                statements=count, turns=len(turns), kinds=sorted({t.kind for t in turns}),
+                running=sum(t.status == agents.RUNNING for t in turns),
+                engine=sum(agents.ENGINE.future(agents.turn_key(t.player, app.TABLES, t.kind)) is not None
+                           for t in turns))
+print("RESULT " + json.dumps(result))
+"""
+
+
+def test_round_start_statements_do_not_grow_with_participants(project_copy):
+    out = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(), capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.split("RESULT ", 1)[1])
+    for game, first in (("WC", "message_1"), ("WoC", "decision")):
+        small, large = result[f"{game}-4"], result[f"{game}-24"]
+        for n, counts in ((4, small), (24, large)):
+            # every agent's first turn, running on the engine, once
+            assert counts["turns"] == n and counts["running"] == n and counts["engine"] == n, counts
+            assert counts["kinds"] == [first], counts
+        assert large["statements"] == small["statements"] <= 10, result
