@@ -14,9 +14,8 @@ import re
 
 import pytest
 
-from tests.browser_participant import WAIT_PAGES, Script, answer, launch_browser, leave
+from tests.browser_participant import PAGE_RE, WAIT_PAGES, Script, answer, launch_browser, leave
 
-PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/\d+")
 READY = '{"status": "ready"}'
 SLOW_SERVER_SECONDS = 1.5
 MESSAGE_BEFORE_TIMER = 0.4
