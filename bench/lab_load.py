@@ -6,7 +6,8 @@ Four runs, back to back, with the same client and think times, each on a fresh s
 1. plain oTree 6: a minimal prisoner's dilemma with the same pages (bench/plain_otree: message,
    read, message, read, decision, result, oTree WaitPages between; never a project app);
 2. this project, H-H;
-3. this project, H-F with instant agents (the real OpenAI SDK against the local fake server);
+3. this project, H-F with instant agents (the real OpenAI SDK against the local fake server, which
+   runs in a process of its own);
 4. this project, H-F with agents whose model calls take --latency seconds.
 
 Both games, --rounds rounds each (the project's runs play the two game apps of a
@@ -15,24 +16,30 @@ Simulated participants use HTTP and, on wait pages, the page's websocket as a br
 
 The server runs in oTree's production mode, as a lab runs it. Per run: page response time p50/p95/p99 (every request, redirects included), server CPU
 seconds per participant-round (utime+stime of the server process, from /proc), requests per
-participant-round, landings on wait pages for an agent (and how many of them came after the
-agent had answered: its turn's finish time from the database), and the mean time humans waited
-for an agent per stage. Printed last: the issue's ratios.
+participant-round, landings on wait pages for an agent (and how many of them came although the
+agent had answered before the request that landed there was sent, by its turn's finish time in
+the database; answers that came while that request was in flight are counted apart: the page
+gets the push as its socket joins), and the mean time humans waited for an agent per stage.
+Printed last: the issue's ratios.
 
     .venv/bin/python bench/lab_load.py [--participants 72] [--rounds 2] [--latency 5] [--database-url URL]
 
 With --database-url (a PostgreSQL server URL), every run gets a new database next to it.
 LAB_BENCH_THINK_SCALE=0.2 shortens every think time (a quick smoke run; not for the figures).
+--profile DIR samples each run's server with py-spy (``pip install py-spy``) into DIR/<run>.txt.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
+import multiprocessing
 import os
 import random
 import re
+import signal
 import statistics
 import sys
 import tempfile
@@ -72,7 +79,9 @@ class BenchParticipant(HttpParticipant):
     def play(self, timeout: float = 900):
         self.rng = random.Random(self.code)
         self.requests = 0
-        self.landings = []  # (app, page, round, epoch time landed, seconds waited)
+        # (app, page, round, epoch time the request that landed there was sent, epoch time landed,
+        # seconds waited)
+        self.landings = []
         rounds: dict[str, int] = {}
         deadline = time.monotonic() + timeout
         response = self._request("GET", self.url, "start")
@@ -85,9 +94,9 @@ class BenchParticipant(HttpParticipant):
             if page in ("Message1",) or (page == "Decision" and "without" in app):
                 rounds[app] = rounds.get(app, 0) + 1
             if page in WAITS_FOR_ASSOCIATE or page == "RoundStart":
-                landed, started = time.time(), time.monotonic()
+                sent, landed, started = self.last_sent, time.time(), time.monotonic()
                 self.wait_on_wait_page(response)
-                self.landings.append((app, page, rounds.get(app, 0), landed, time.monotonic() - started))
+                self.landings.append((app, page, rounds.get(app, 0), sent, landed, time.monotonic() - started))
                 response = self._request("GET", response.url, page)
                 continue
             time.sleep(THINK_SCALE * self.rng.uniform(*THINK.get(page, (0.2, 0.5))))
@@ -95,6 +104,7 @@ class BenchParticipant(HttpParticipant):
         raise AssertionError(f"participant {self.code} did not finish")
 
     def _request(self, method, url, page, **kwargs):
+        self.last_sent = time.time()
         response = super()._request(method, url, page, **kwargs)
         self.requests += 1 + len(response.history)
         return response
@@ -175,8 +185,38 @@ def lab_project(work: Path) -> Path:
     return work
 
 
-def run(kind: str, participants: int, rounds: int, latency: float = 0.0, database_url: str = "") -> dict:
-    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(latency=latency) as fake:
+class FakeProviderProcess:
+    """The fake model provider in a process of its own, as a real provider is on another
+    machine: in the client's process its replies would take the GIL from the participants'
+    threads and lengthen the response times measured there (H-F runs only)."""
+
+    def __init__(self, latency: float) -> None:
+        self.latency = latency
+
+    def __enter__(self) -> "FakeProviderProcess":
+        self._connection, child = multiprocessing.Pipe()
+        self._process = multiprocessing.get_context("fork").Process(
+            target=_serve_fake_provider, args=(self.latency, child), daemon=True)
+        self._process.start()
+        self.base_url_openai = self._connection.recv()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._connection.send("stop")
+        self.peak_in_flight = self._connection.recv() if self._connection.poll(10) else None
+        self._process.join(timeout=10)
+
+
+def _serve_fake_provider(latency: float, connection) -> None:
+    with FakeLLMServer(latency=latency) as fake:
+        connection.send(fake.base_url_openai)
+        connection.recv()
+        connection.send(fake.peak_in_flight)
+
+
+def run(kind: str, participants: int, rounds: int, latency: float = 0.0, database_url: str = "",
+        profile: str = "") -> dict:
+    with tempfile.TemporaryDirectory() as tmp, FakeProviderProcess(latency) as fake:
         if kind == "plain":
             workdir, config, fields = plain_project(Path(tmp) / "plain"), "plain_pd", {}
         else:
@@ -191,6 +231,7 @@ def run(kind: str, participants: int, rounds: int, latency: float = 0.0, databas
         try:
             session = create_session(server, config, participants, rounds_per_game=rounds, **LIMITS, **fields)
             players = [BenchParticipant(server.base_url, p["code"]) for p in session["participants"]]
+            profiler = _start_profiler(server.process.pid, profile) if profile else None
             cpu_before, started = cpu_seconds(server.process.pid), time.monotonic()
             threads = [threading.Thread(target=p.play) for p in players]
             for thread in threads:
@@ -198,6 +239,9 @@ def run(kind: str, participants: int, rounds: int, latency: float = 0.0, databas
             for thread in threads:
                 thread.join()
             cpu, wall = cpu_seconds(server.process.pid) - cpu_before, time.monotonic() - started
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                profiler.wait(timeout=60)
             unfinished = [p.code for p in players if not p.done]
             if unfinished:
                 raise SystemExit(f"{len(unfinished)} participants did not finish; server log:\n{server.log()[-2000:]}")
@@ -206,18 +250,37 @@ def run(kind: str, participants: int, rounds: int, latency: float = 0.0, databas
             server.stop()
     participant_rounds = participants * rounds * 2
     times = sorted(t.seconds for p in players for t in p.timings)
+    slowest = [t for p in players for t in p.timings if t.seconds >= _percentile(times, 95)]
+    slow_pages = collections.Counter(f"{t.page} {t.method}" for t in slowest).most_common(3)
     agent_waits = [(p.code, *landing) for p in players for landing in p.landings
                    if kind == "hf" and landing[1] in WAITS_FOR_ASSOCIATE]
-    already_answered = sum(1 for code, app, page, round_number, landed, _ in agent_waits
-                           if (finished.get((code, app, round_number, TURN_OF_WAIT[page])) or 1e18) < landed)
+    # Answered before the request was sent: the server knew, and should not have shown the page.
+    # Answered while it was in flight: the page gets the push as its socket joins.
+    answer_times = [(finished.get((code, app, round_number, TURN_OF_WAIT[page])) or 1e18, sent, landed)
+                    for code, app, page, round_number, sent, landed, _ in agent_waits]
+    already_answered = sum(1 for answered, sent, _ in answer_times if answered < sent)
+    answered_in_flight = sum(1 for answered, sent, landed in answer_times if sent <= answered < landed)
     stages = participants * rounds * (3 + 1)  # agent stages per participant-round: 3 with chat, 1 without
     return dict(
         kind=kind, p50=_percentile(times, 50), p95=_percentile(times, 95), p99=_percentile(times, 99),
         cpu_per_round=cpu / participant_rounds, requests_per_round=sum(p.requests for p in players) / participant_rounds,
         agent_wait_landings=len(agent_waits), landed_although_answered=already_answered,
+        answered_in_flight=answered_in_flight,
         wait_per_stage=sum(w[-1] for w in agent_waits) / stages if kind == "hf" else None,
-        wall=wall, peak=fake.peak_in_flight,
+        wall=wall, slow_pages=slow_pages,
     )
+
+
+def _start_profiler(pid: int, path: str):
+    """py-spy sampling the server (all threads; samples it judges idle left out, though a
+    thread blocked in SQLite's commit still counts) into ``path``, in its collapsed-stack format:
+    one line per stack, its sample count last."""
+    import subprocess
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    py_spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen([str(py_spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "200",
+                             "--nonblocking", "--output", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _percentile(values: list, q: float) -> float:
@@ -243,8 +306,10 @@ def describe(label: str, r: dict) -> str:
             f"server CPU {r['cpu_per_round']:.3f} s/participant-round  {r['requests_per_round']:.1f} requests/participant-round")
     if r["kind"] == "hf":
         line += (f"  agent-wait landings {r['agent_wait_landings']} ({r['landed_although_answered']} after the agent "
-                 f"had answered)  human wait {r['wait_per_stage']:.3f} s/stage")
-    return line + f"  [{r['wall']:.0f} s]"
+                 f"had answered, {r['answered_in_flight']} answered while the request was in flight)  "
+                 f"human wait {r['wait_per_stage']:.3f} s/stage")
+    slow = ", ".join(f"{page} {n}" for page, n in r["slow_pages"])
+    return line + f"  [{r['wall']:.0f} s; slowest 5 %: {slow}]"
 
 
 def main() -> None:
@@ -253,6 +318,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--latency", type=float, default=5.0)
     parser.add_argument("--database-url", default="", help="PostgreSQL server URL; default: SQLite in a temp folder")
+    parser.add_argument("--profile", metavar="DIR", default="",
+                        help="sample the server with py-spy (pip install py-spy) into DIR/<run>.txt")
     parser.add_argument("--only", choices=["plain", "hh", "hf", "hf-slow"], action="append",
                         help="run only these (repeatable); the ratios need all four")
     args = parser.parse_args()
@@ -262,7 +329,8 @@ def main() -> None:
     results = {}
     for key in args.only or list(runs):
         label, kind, latency = runs[key]
-        results[key] = run(kind, args.participants, args.rounds, latency, _fresh_database(args.database_url, key))
+        profile = str(Path(args.profile) / f"{key}.txt") if args.profile else ""
+        results[key] = run(kind, args.participants, args.rounds, latency, _fresh_database(args.database_url, key), profile)
         print(describe(label, results[key]), flush=True)
     if len(results) < 4:
         return

@@ -15,7 +15,7 @@ from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.game import is_played, stage_timeout
 from lab.pages import TranslatedTimer
-from lab.session_settings import max_rounds_per_game, params
+from lab.session_settings import max_rounds_per_game, params, params_of
 from lab.text import clean_text
 
 doc = __doc__
@@ -88,7 +88,7 @@ def start_agent_turns(subsession: Subsession):
 
 def message_error(player: Player, text: str):
     """Counted as the page's counter counts (lab/text.py); the page keeps the text on an error."""
-    p = params(player.session)
+    p = params_of(player)
     t = lab_game.texts_for(player)
     text = clean_text(text)
     if not text.strip():
@@ -102,7 +102,7 @@ def store_message(player: Player, stage: int, timeout_happened: bool):
     # Cleaned before anything else touches the database: a NUL would fail PostgreSQL's flush.
     typed = clean_text(player.field_maybe_none(f"message_{stage}"))
     setattr(player, f"message_{stage}", typed)
-    p = params(player.session)
+    p = params_of(player)
     sent = not timeout_happened and bool(typed.strip()) and len(typed) <= p.message_max_chars
     Message.create(
         player=player,
@@ -121,21 +121,36 @@ def store_message(player: Player, stage: int, timeout_happened: bool):
         setattr(player, f"message_{stage}", "")
 
 
-def message_from(sender: Player, stage: int, receiver_code: str):
-    rows = Message.filter(player=sender, stage=stage, receiver_code=receiver_code)
-    return rows[0] if rows else None
+def round_messages(player: Player) -> list:
+    """Every Message row of this pair-round, both ways and both stages, in one query: a human's
+    rows hang on the sender's player, an agent's on the reader's, and the pair (or the human
+    alone, with an agent) is the round's group."""
+    from otree.database import db
+
+    return (db.query(Message).join(Player, Message.player_id == Player.id)
+            .filter(Player.group_id == player.group_id).order_by(Message.id).all())
 
 
-def received_message(player: Player, stage: int):
+def received_message(player: Player, stage: int, messages: list | None = None):
     """The associate's Message row of ``stage`` (None if there is none yet)."""
-    if player.associate_kind == "human":
-        return message_from(lab_game.human_associate(player), stage, player.participant.code)
-    rows = Message.filter(player=player, stage=stage, sender_kind="agent")
-    return rows[0] if rows else None
+    me = player.participant.code
+    for row in round_messages(player) if messages is None else messages:
+        if row.stage != stage:
+            continue
+        if player.associate_kind == "human":
+            if row.sender_code == player.associate_code and row.receiver_code == me:
+                return row
+        elif row.player_id == player.id and row.sender_kind == "agent":
+            return row
+    return None
 
 
-def own_message(player: Player, stage: int):
-    return message_from(player, stage, player.associate_code)
+def own_message(player: Player, stage: int, messages: list | None = None):
+    for row in round_messages(player) if messages is None else messages:
+        if row.stage == stage and row.player_id == player.id and row.receiver_code == player.associate_code \
+                and row.sender_kind == "human":
+            return row
+    return None
 
 
 # PAGES
@@ -169,7 +184,7 @@ def _message_page(stage: int):
             variables.update(
                 title=t["game_message_title"].format(stage=stage),
                 field=field,
-                max_chars=params(player.session).message_max_chars,
+                max_chars=params_of(player).message_max_chars,
                 show_new_associate=stage == 1,
             )
             if stage == 2:
@@ -178,7 +193,7 @@ def _message_page(stage: int):
 
         @staticmethod
         def js_vars(player: Player):
-            return dict(max_chars=params(player.session).message_max_chars)
+            return dict(max_chars=params_of(player).message_max_chars)
 
         @staticmethod
         def error_message(player: Player, values):
@@ -197,9 +212,12 @@ def _message_page(stage: int):
     return MessagePage
 
 
-def read_vars(player: Player, stage: int) -> dict:
-    received = received_message(player, stage)
-    sent = own_message(player, stage)
+def read_vars(player: Player, stage: int, messages: list | None = None) -> dict:
+    """The two messages of ``stage`` as the page shows them; ``messages``: this round's, if
+    already read (``round_messages``)."""
+    messages = round_messages(player) if messages is None else messages
+    received = received_message(player, stage, messages)
+    sent = own_message(player, stage, messages)
     return dict(
         associate_text=received.text if received and received.sent_in_time else None,
         own_text=sent.text if sent and sent.sent_in_time else None,

@@ -37,7 +37,7 @@ from agents.types import TurnKind, TurnStatus
 from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.pages import texts_for
-from lab.session_settings import GAME_APPS, params
+from lab.session_settings import GAME_APPS, params, params_of
 
 # An agent must never say it is a machine (SI Note 5); these betray it in either language.
 AI_REVEAL = re.compile(
@@ -89,6 +89,16 @@ def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_hu
                 settle_agent(player)  # settled on the way: the page is skipped
                 return False
             return True
+
+        def _is_displayed(self):
+            displayed = super()._is_displayed()
+            if not displayed and self.player.associate_kind == "agent":
+                # Skipped on the way, in a group of one: oTree would commit mid-request (every
+                # row read so far is then read again) to count who else is still to come, which
+                # is nobody. Its arrival-time branch of that loop goes straight on instead; only
+                # this instance, made for the skip, is changed.
+                self.group_by_arrival_time = True
+            return displayed
 
         @staticmethod
         def after_all_players_arrive(group):
@@ -145,7 +155,7 @@ def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_hu
                 return agents.turn_deadline(player, tables, kind)
             other = lab_game.human_associate(player).participant
             stage_page = self._index_in_pages - 1
-            limit = params(player.session).stage_limits[agents.TURN_STAGE[kind]]
+            limit = params_of(player).stage_limits[agents.TURN_STAGE[kind]]
             expires = other._timeout_expiration_time if other._timeout_page_index == other._index_in_pages else None
             if expires is None:
                 return time.time() + limit if other._index_in_pages <= stage_page else None

@@ -50,7 +50,7 @@ from agents.config import ModelConfig
 from agents.models import Budget, build_model
 from agents.types import CallRecord, CallStatus, ModelReply, TurnKind, TurnResult, TurnStatus
 from lab import game as lab_game
-from lab.session_settings import GAME_APPS, params
+from lab.session_settings import GAME_APPS, params, params_of, session_code_of
 
 FINAL_STATUSES = {TurnStatus.OK.value, TurnStatus.REASKED.value, TurnStatus.FALLBACK.value}
 RUNNING = "running"
@@ -347,7 +347,7 @@ def session_spent(session) -> float:
 
 # --- Turns -----------------------------------------------------------------------------------------
 def turn_key(player, tables: GameTables, kind: str) -> str:
-    return f"{player.session.code}|{tables.game}|{player.agent_seat}|r{player.round_number}|{kind}"
+    return f"{session_code_of(player)}|{tables.game}|{player.agent_seat}|r{player.round_number}|{kind}"
 
 
 def find_turn(player, tables: GameTables, kind: str):
@@ -399,7 +399,7 @@ def ensure_turn(player, tables: GameTables, kind: str):
         if turn_inputs is None:
             return None
         now = time.time()
-        limit = params(player.session).stage_limits[TURN_STAGE[kind]]
+        limit = params_of(player).stage_limits[TURN_STAGE[kind]]
         row = _new_turn(player, tables, kind, started_at=now, deadline_at=now + limit)
         _submit(player, tables, row, turn_inputs)
         return row
@@ -417,8 +417,10 @@ def ensure_turn(player, tables: GameTables, kind: str):
     return row
 
 
-def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, deadline: float):
-    """The turn as a coroutine on a copy of the settled memory: (TurnResult, new memory)."""
+def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, deadline: float,
+                    after_page_burst: bool = False):
+    """The turn as a coroutine on a copy of the settled memory: (TurnResult, new memory).
+    ``after_page_burst``: a round's first turn, which lets the round start's page loads go first."""
     seat_state = json.loads(_seat(player, tables).state)
     kind, round_number = row.kind, player.round_number
     sends = not isinstance(model, _NoTimeLeft)
@@ -427,6 +429,8 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
     key = turn_key(player, tables, kind)
 
     async def run_turn():
+        if sends and after_page_burst:
+            await yield_to_page_bursts(deadline)
         agent = PersonaAgent.from_state(seat_state, model)
         if sends:
             agent.journal = _TurnJournal(journal, context, key)
@@ -441,6 +445,74 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
     return run_turn
 
 
+# At a round start the request that completes the round's wait page starts every agent's turn,
+# and every other participant's page reloads at that moment. The turns' prompts, token counts and
+# SDK calls run in this process, so they would take the GIL from those pages: the round's first
+# turns wait until page requests have left oTree's lock alone for PAGE_BURST_QUIET_SECONDS, at
+# most PAGE_BURST_MAX_DEFER_SECONDS or a twentieth of their time (a human writes for many
+# seconds, and nothing a participant sees waits for these turns yet).
+PAGE_BURST_MAX_DEFER_SECONDS = 2.0
+PAGE_BURST_POLL_SECONDS = 0.02
+# The quiet spell covers the moment between the wait page's push and the browsers' reloads.
+PAGE_BURST_QUIET_SECONDS = 0.2
+
+
+def pages_busy() -> bool:
+    """A page request holds oTree's global lock or waits for it. Read from the engine's thread:
+    a glance at the lock, never a wait on it."""
+    from otree.middleware import lock2
+
+    return lock2.locked() or bool(getattr(lock2, "_waiters", None))
+
+
+class _PageBurstGate:
+    """One poller per event loop, however many turns wait on it (a round start holds dozens)."""
+
+    def __init__(self) -> None:
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.served: Optional[asyncio.Event] = None
+        self.poller: Optional[asyncio.Future] = None
+
+    async def wait(self, bound: float) -> None:
+        loop = asyncio.get_running_loop()
+        if self.loop is not loop:  # a new engine loop (or a test's): start afresh
+            self.loop, self.poller = loop, None
+        if self.poller is None or self.poller.done():
+            self.served = asyncio.Event()
+            self.poller = asyncio.ensure_future(self._poll(self.served))
+        try:
+            await asyncio.wait_for(asyncio.shield(self.served.wait()), timeout=bound)
+        except asyncio.TimeoutError:
+            pass
+
+    @staticmethod
+    async def _poll(served: asyncio.Event) -> None:
+        quiet_since = None
+        while True:
+            now = time.monotonic()
+            if pages_busy():
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            elif now - quiet_since >= PAGE_BURST_QUIET_SECONDS:
+                break
+            await asyncio.sleep(PAGE_BURST_POLL_SECONDS)
+        served.set()
+
+
+_PAGE_BURST_GATE = _PageBurstGate()
+
+
+async def yield_to_page_bursts(deadline: float) -> float:
+    """Wait until page requests have left oTree's lock alone for a moment (bounded, see
+    PAGE_BURST_MAX_DEFER_SECONDS); the seconds waited."""
+    started = time.monotonic()
+    until = started + min(PAGE_BURST_MAX_DEFER_SECONDS, max(0.0, deadline - started) / 20)
+    while pages_busy() and time.monotonic() < until:
+        await _PAGE_BURST_GATE.wait(until - time.monotonic())
+    return time.monotonic() - started
+
+
 def engine_lag_seconds() -> float:
     """``LAB_AGENT_ENGINE_LAG_SECONDS`` (tests only, default 0): the engine runs each turn as if
     it were this far behind its deadline (a blocked or overloaded engine thread), so that pages
@@ -451,10 +523,11 @@ def engine_lag_seconds() -> float:
         return 0.0
 
 
-def _submit(player, tables: GameTables, row, turn_inputs: dict) -> None:
+def _submit(player, tables: GameTables, row, turn_inputs: dict, after_page_burst: bool = False) -> None:
     model = _session_model(player.session)
     deadline = time.monotonic() + (row.deadline_at - time.time()) + engine_lag_seconds()
-    ENGINE.submit(turn_key(player, tables, row.kind), _turn_coroutine(player, tables, row, turn_inputs, model, deadline))
+    ENGINE.submit(turn_key(player, tables, row.kind),
+                  _turn_coroutine(player, tables, row, turn_inputs, model, deadline, after_page_burst))
 
 
 class _NoTimeLeft:
@@ -617,7 +690,7 @@ def settle_or_fallback(player, tables: GameTables, kind: str):
     row = ensure_turn(player, tables, kind)
     if row is None:
         # Inputs never arrived (cannot happen in page order); resolve with what exists.
-        turn_limit = params(player.session).stage_limits[TURN_STAGE[kind]]
+        turn_limit = params_of(player).stage_limits[TURN_STAGE[kind]]
         now = time.time()
         row = _new_turn(player, tables, kind, started_at=now, deadline_at=now + turn_limit)
     if row.status in FINAL_STATUSES:
@@ -708,7 +781,7 @@ def start_round(subsession, tables: GameTables) -> None:
         db._db.execute(tables.AgentTurn.__table__.insert().values(rows[chunk:chunk + INSERT_ROWS_PER_STATEMENT]))
     for player in new:
         del memo[("turn", tables.game, player.id, first)]  # read from the database when asked
-        _submit(player, tables, SimpleNamespace(kind=first, deadline_at=deadline), {})
+        _submit(player, tables, SimpleNamespace(kind=first, deadline_at=deadline), {}, after_page_burst=True)
 
 
 def finish_round(player, tables: GameTables) -> None:
@@ -727,7 +800,7 @@ def finish_round(player, tables: GameTables) -> None:
 def wait_timeout_seconds(player, tables: GameTables, kind: str) -> float:
     """An AgentWait page's limit: the turn's deadline (fixed at first render) plus the grace."""
     row = ensure_turn(player, tables, kind)
-    limit = params(player.session).stage_limits[TURN_STAGE[kind]]
+    limit = params_of(player).stage_limits[TURN_STAGE[kind]]
     remaining = (row.deadline_at - time.time()) if row else limit
     return max(1.0, remaining + SETTLE_GRACE_SECONDS)
 
@@ -748,7 +821,7 @@ def turn_deadline(player, tables: GameTables, kind: str) -> float:
     """Epoch seconds by which the turn ends (the agent's stage limit)."""
     row = ensure_turn(player, tables, kind)
     if row is None:
-        return time.time() + params(player.session).stage_limits[TURN_STAGE[kind]]
+        return time.time() + params_of(player).stage_limits[TURN_STAGE[kind]]
     return row.deadline_at
 
 

@@ -101,8 +101,8 @@ def record_choice(player, choice: str | None, timed_out: bool, game: str) -> Non
 def settle_round(player, associate_choice: str) -> None:
     own_points, associate_points = protocol.PAYOFFS[(player.choice, associate_choice)]
     player.associate_choice = associate_choice
-    player.payoff = own_points
     player.associate_payoff = associate_points
+    player.payoff = own_points  # last: oTree's setter reads the participant, which flushes the rest
 
 
 def settle_pair(group) -> None:
@@ -165,8 +165,10 @@ class RoundMessages:
         # The chat app knows who the associate is (human or agent) and where each message is.
         chat_app = importlib.import_module(GAME_APPS["WC"])
         t = texts_for(self.player)
+        messages = chat_app.round_messages(self.player)  # both stages in one query
         return iter([
-            dict(stage=stage, title=t["game_message_title"].format(stage=stage), **chat_app.read_vars(self.player, stage))
+            dict(stage=stage, title=t["game_message_title"].format(stage=stage),
+                 **chat_app.read_vars(self.player, stage, messages))
             for stage in (1, 2)
         ])
 
@@ -175,7 +177,7 @@ class RoundMessages:
 
 
 def intro_vars(player, game: str) -> dict:
-    p = params(player.session)
+    p = params_of(player)
     variables = round_vars(player, game)
     t = variables["t"]
     wording_key = "game_associates_informed" if p.informed else "game_associates_uninformed"
@@ -199,7 +201,7 @@ def result_vars(player, game: str) -> dict:
 
 def decision_row(player, game: str) -> list:
     """The decisions table row of a human (DATA.md)."""
-    p = params(player.session)
+    p = params_of(player)
     return [
         *session_keys(player.session), game, p.game_index(game), player.round_number,
         player.participant.code, "human", "", player.associate_code, player.associate_kind,

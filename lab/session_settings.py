@@ -130,8 +130,21 @@ def params_of(model) -> SessionParams:
     return found
 
 
+_CODE_BY_SESSION_ID: dict[int, str] = {}
+
+
+def session_code_of(model) -> str:
+    """``model.session.code`` for a player, group or subsession, without loading the session row
+    on requests that need nothing else of it (as ``params_of``)."""
+    found = _CODE_BY_SESSION_ID.get(model.session_id)
+    if found is None:
+        found = _CODE_BY_SESSION_ID[model.session_id] = model.session.code
+    return found
+
+
 def forget_session_id(session_id: int) -> None:
     _PARAMS_BY_SESSION_ID.pop(session_id, None)
+    _CODE_BY_SESSION_ID.pop(session_id, None)
 
 
 def validate(config: dict, num_participants: int, record: dict | None = None) -> SessionParams:
