@@ -457,11 +457,18 @@ PAGE_BURST_POLL_SECONDS = 0.02
 PAGE_BURST_QUIET_SECONDS = 0.2
 
 
+_turn_waiters = 0  # page requests (oTree's bots) that hold oTree's lock to wait for a turn
+_turn_waiters_lock = threading.Lock()
+
+
 def pages_busy() -> bool:
-    """A page request holds oTree's global lock or waits for it. Read from the engine's thread:
-    a glance at the lock, never a wait on it."""
+    """A page request holds oTree's global lock or waits for it, other than one holding it to
+    wait for an agent (then the agents go first). Read from the engine's thread: a glance at the
+    lock, never a wait on it."""
     from otree.middleware import lock2
 
+    if _turn_waiters:
+        return False
     return lock2.locked() or bool(getattr(lock2, "_waiters", None))
 
 
@@ -833,12 +840,18 @@ def wait_is_over(player, tables: GameTables, kind: str) -> bool:
 def wait_for_turn(player, tables: GameTables, kind: str, timeout: float) -> None:
     """Block until the running turn's answer is in (oTree's bots only: their runner gives up
     after ten passes over wait pages without progress)."""
+    global _turn_waiters
     future = ENGINE.future(turn_key(player, tables, kind))
     if future is not None:
+        with _turn_waiters_lock:
+            _turn_waiters += 1
         try:
             future.result(timeout=max(0.0, timeout))
         except Exception:  # a timeout or a failed turn: settled by the fallback
             pass
+        finally:
+            with _turn_waiters_lock:
+                _turn_waiters -= 1
 
 
 # --- Telling a waiting page that the turn is over --------------------------------------------------
