@@ -156,3 +156,37 @@ def test_a_rounds_first_turns_start_after_the_page_requests(project_copy):
     assert result["done_while_busy"] == 0  # instant agents, yet none ran while a page held the lock
     assert result["bot_waited"] < 1.0  # not the bound (2 s): the lock's holder waits for the agent
     assert result["after_release"] < 3
+
+
+def test_freeze_heap_leaves_what_is_loaded_out_of_full_collections():
+    """The server calls it after starting and after building a session's model (a full
+    collection's pause grows with everything alive, and it stops every page being served)."""
+    import gc
+
+    agents.freeze_heap()
+    assert gc.get_freeze_count() > 10_000  # oTree, SQLAlchemy, the project: all loaded here
+
+
+def test_a_turns_answer_counts_from_the_moment_it_is_published():
+    """Pages see a turn's answer as soon as the engine has it, not when the engine's loop gets
+    round to completing the turn's future (at a round start, behind dozens of other replies)."""
+    engine = agents.AgentEngine()
+    key = "S|WC|0|r1|message_1"
+    answer = ("result", {"memory": 1})
+    loop_busy = threading.Event()
+
+    async def turn():
+        engine.publish(key, answer)
+        await asyncio.get_running_loop().run_in_executor(None, loop_busy.wait)
+        return answer
+
+    future = engine.submit(key, turn)
+    deadline = time.monotonic() + 5
+    while engine.outcome(key) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.outcome(key) == answer
+    assert not future.done()
+    loop_busy.set()
+    assert future.result(timeout=5) == answer
+    engine.forget(key)  # settled
+    assert engine.outcome(key) is None
