@@ -739,8 +739,9 @@ def settle_or_fallback(player, tables: GameTables, kind: str):
         row = _new_turn(player, tables, kind, started_at=now, deadline_at=now + turn_limit)
     if row.status in FINAL_STATUSES:
         return row
-    future = ENGINE.future(turn_key(player, tables, kind))
-    outcome = ENGINE.outcome(turn_key(player, tables, kind)) if future is not None else None
+    key = turn_key(player, tables, kind)
+    future = ENGINE.future(key)
+    outcome = ENGINE.outcome(key)  # None without a future too
     if outcome is not None:
         settle(player, tables, row, outcome)
     else:
