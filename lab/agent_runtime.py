@@ -50,6 +50,7 @@ from agents.agent import PENDING, CallJournal, PersonaAgent
 from agents.config import ModelConfig
 from agents.models import Budget, build_model
 from agents.types import CallRecord, CallStatus, ModelReply, TurnKind, TurnResult, TurnStatus
+from lab import channels
 from lab import game as lab_game
 from lab.session_settings import GAME_APPS, params, params_of, session_code_of
 
@@ -710,6 +711,7 @@ def install_startup_hook() -> None:
     original = Router.startup
 
     async def startup(self):
+        channels.remember_server_loop(asyncio.get_running_loop())  # before any request is served
         await original(self)
         import sys
 
@@ -900,16 +902,14 @@ class WaitNotifier:
     reloads, and that request settles the turn under oTree's lock). Nothing is written here;
     the push only wakes the page.
 
-    The turn ends on the agent engine's thread and the push is handed to oTree's event loop
-    (``call_soon_threadsafe``). That loop is learnt from the first websocket that joins a
-    channel group (oTree's page requests run in a thread pool that cannot name it), and a page
-    whose socket joins after its turn has ended gets the push as it joins.
+    The turn ends on the agent engine's thread and the push is handed to the server's event loop
+    (``call_soon_threadsafe``; lab/channels.py knows it from the app's start), and a page whose
+    socket joins after its turn has ended gets the push as it joins.
     """
 
     READY = {"status": "ready"}
 
     def __init__(self) -> None:
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._lock = threading.Lock()
         self._ready: dict[str, float] = {}  # channel -> until when a joining socket is told
         self._installed = False
@@ -923,8 +923,7 @@ class WaitNotifier:
         original_add = channel_layer.add
 
         def add(group, websocket):
-            original_add(group, websocket)
-            self._loop = asyncio.get_running_loop()  # consumers join groups on oTree's loop
+            original_add(group, websocket)  # on the server's loop
             with self._lock:
                 ready = self._ready.get(group, 0) > time.time()
             if ready:
@@ -949,7 +948,7 @@ class WaitNotifier:
             for stale in [c for c, t in self._ready.items() if t < now]:
                 del self._ready[stale]
             self._ready[channel] = until
-            loop = self._loop
+        loop = channels.server_loop()
         if loop is not None:
             loop.call_soon_threadsafe(self._push, channel)
 

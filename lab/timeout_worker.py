@@ -16,13 +16,24 @@
    answers (`_static/lab/lab-page.js`), get there first with what the participant had typed.
    Older tasks belong to sessions abandoned long ago and are still dropped, so that yesterday's
    unfinished session does not play itself out by timeouts this morning.
+
+3. A database error ends oTree's worker: its loop deletes each task once it has run and commits
+   them together, so on SQLite a write lock the server holds past the 5 s busy timeout ("database
+   is locked") fails that commit, the error leaves the loop, and the process exits. prodserver
+   does not notice; from then on no closed tab is ever advanced. Here each task is deleted in a
+   commit of its own, a database error costs one poll (the task stays and is run again), and a
+   task whose request the server answered with an error (a 5xx: it was busy too) is retried a
+   few times before it is dropped as oTree drops it. Running a task twice is harmless: it
+   submits or loads a page only if the participant is still on it.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 import sys
 import time
-from urllib.error import URLError
+from urllib.error import HTTPError, URLError
 
 # An outage of a lab morning is minutes; a session left for longer is not resumed by timeouts.
 RESUME_OVERDUE_WITHIN_SECONDS = 3600
@@ -30,6 +41,10 @@ RESUME_OVERDUE_WITHIN_SECONDS = 3600
 RECOVERY_DELAY_SECONDS = 10
 # The server may still be starting when the worker sends its first requests.
 CONNECT_RETRY_SECONDS = 30
+POLL_SECONDS = 3  # oTree's
+# A task the server answered with an error is run again at the next polls, this many times in all.
+SERVER_ERROR_ATTEMPTS = 5
+logger = logging.getLogger("lab.timeout_worker")
 
 
 def release_database_before_requests() -> None:
@@ -58,6 +73,7 @@ def release_database_before_requests() -> None:
         otree.tasks.post = committing(otree.tasks.post)
         otree.tasks.get = committing(otree.tasks.get)
         otree.tasks.Worker.__init__ = _resuming_init
+        otree.tasks.Worker.listen = _listen
         otree.tasks._lab_patched = True
 
 
@@ -89,3 +105,56 @@ def reschedule_overdue_tasks(now: float) -> int:
         print(f"timeout worker: {len(overdue)} page timeouts overdue after an outage, "
               f"run in {RECOVERY_DELAY_SECONDS} s", flush=True)
     return len(overdue)
+
+
+def _listen(self):
+    """oTree's Worker.listen: the same polls, surviving a database error (fix 3)."""
+    print("timeoutworker is listening for messages through DB", flush=True)
+    failures: dict[int, int] = {}
+    while True:
+        run_due_tasks(self, failures)
+        time.sleep(POLL_SECONDS)
+
+
+def run_due_tasks(worker, failures: dict[int, int]) -> int:
+    """One poll: every due task run, and deleted in a commit of its own. ``failures`` counts,
+    by task id, the runs the server answered with an error. Returns the tasks done."""
+    import sqlalchemy.exc
+    from otree.database import db, session_scope
+    from otree.models_concrete import TaskQueueMessage
+
+    done = 0
+    try:
+        with session_scope():
+            due = list(TaskQueueMessage.objects_filter(TaskQueueMessage.epoch_time <= time.time())
+                       .order_by("epoch_time"))
+            for task in due:
+                task_id = task.id
+                try:
+                    getattr(worker, task.method)(**task.kwargs())
+                except sqlalchemy.exc.SQLAlchemyError:
+                    raise  # the session is unusable: end this poll, the task stays
+                except Exception as exc:
+                    if _server_was_busy(exc) and failures.get(task_id, 0) + 1 < SERVER_ERROR_ATTEMPTS:
+                        failures[task_id] = failures.get(task_id, 0) + 1
+                        logger.warning("timeout task %s: the server answered %r; run again at the next poll",
+                                       task_id, exc)
+                        db.commit()
+                        continue
+                    logger.exception(repr(exc))  # as oTree: logged, and the task dropped
+                failures.pop(task_id, None)
+                db.delete(task)
+                db.commit()
+                done += 1
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        logger.warning("timeout worker: database error, its due tasks stay for the next poll: %s",
+                       str(exc).splitlines()[0])
+    return done
+
+
+def _server_was_busy(exc: BaseException) -> bool:
+    """A 5xx from the server (oTree's post() raises HTTPError; its get() wraps it in an
+    Exception that names it)."""
+    if isinstance(exc, HTTPError):
+        return exc.code >= 500
+    return bool(re.search(r"HTTP ?Error 5\d\d", repr(exc)))

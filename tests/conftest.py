@@ -60,11 +60,28 @@ def project_copy(tmp_path) -> Path:
     return make_project_copy(tmp_path / "project")
 
 
+SERVER_LOG_TAIL_LINES = 60
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that ran lab servers reports the tail of each server's log beside its
+    traceback: CI keeps nothing else of a server once the test has ended."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for server in getattr(item, "lab_servers", ()):
+        tail = "\n".join(server.log().splitlines()[-SERVER_LOG_TAIL_LINES:])
+        report.sections.append((f"lab server log, port {server.port} (last {SERVER_LOG_TAIL_LINES} lines)", tail))
+
+
 @pytest.fixture
-def lab_server(project_copy):
+def lab_server(project_copy, request):
     from tests.lab_server import LabServer
 
     servers = []
+    request.node.lab_servers = servers
 
     def start(database_url: str = "", **env) -> LabServer:
         server = LabServer(project_copy, database_url, **env).start()

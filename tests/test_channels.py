@@ -1,0 +1,135 @@
+"""A page request that completes a wait page pushes 'ready' to the waiting pages' sockets from
+its worker thread (lab/channels.py). The socket here is uvicorn's own protocol and starlette's
+own WebSocket, accepted as oTree's consumer accepts it and in its channel group, its handshake
+not yet finished by the server's loop: the moment that froze the whole server under load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+from otree.channels import utils as channel_utils
+from otree.common2 import json_dumps
+from starlette.websockets import WebSocket
+from uvicorn.protocols.websockets.websockets_impl import WebSocketProtocol
+
+from lab import channels
+
+GROUP = "wait-page-1-page13-7"
+READY = {"status": "ready"}
+
+
+class ServerLoop:
+    """A server's event loop on a thread of its own, as uvicorn's."""
+
+    def __enter__(self) -> "ServerLoop":
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.previous = channels.server_loop()
+        channels.remember_server_loop(self.loop)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        channels.remember_server_loop(self.previous)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+
+    def run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=5)
+
+
+async def connecting_socket(layer: channel_utils.ChannelLayer):
+    """What oTree's consumer has done before it waits for the global lock: accepted (uvicorn's
+    asgi_send starts the handshake) and joined its group. The handshake itself is finished
+    later by the protocol's own task, which the test plays by setting its event."""
+    protocol = WebSocketProtocol.__new__(WebSocketProtocol)
+    protocol.logger = logging.getLogger("test_channels")
+    protocol.scope = {"client": ("127.0.0.1", 1), "root_path": "", "path": "/wait_page"}
+    protocol.handshake_started_event = asyncio.Event()
+    protocol.handshake_completed_event = asyncio.Event()
+    protocol.closed_event = asyncio.Event()
+    sent = []
+
+    async def send_frame(data):  # the websockets library writing the frame
+        sent.append(data)
+
+    protocol.send = send_frame
+
+    async def receive():
+        return {"type": "websocket.connect"}
+
+    websocket = WebSocket({"type": "websocket", "path": "/wait_page"}, receive=receive, send=protocol.asgi_send)
+    await websocket.accept()
+    websocket.send = channel_utils.wrap_websocket_send(websocket.send)  # as oTree's consumer does
+    layer.add(GROUP, websocket)
+    assert protocol.handshake_started_event.is_set() and not protocol.handshake_completed_event.is_set()
+    return protocol, sent
+
+
+def push_from_page_thread(send) -> threading.Thread:
+    """oTree runs a page's code on a worker thread; the push is made there."""
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    thread.join(timeout=2)
+    return thread
+
+
+def test_the_page_request_returns_and_the_push_arrives_once_the_handshake_is_done():
+    layer = channel_utils.ChannelLayer()
+    with ServerLoop() as server:
+        protocol, sent = server.run(connecting_socket(layer))
+        thread = push_from_page_thread(lambda: layer.sync_send(GROUP, READY))
+        assert not thread.is_alive(), "the page request waited on the socket's handshake"
+        server.loop.call_soon_threadsafe(protocol.handshake_completed_event.set)  # the server loop's handshake
+        deadline = time.monotonic() + 5
+        while not sent and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sent == [json_dumps(READY)]
+
+
+def test_a_push_made_on_the_server_loop_keeps_otree_own_path():
+    layer = channel_utils.ChannelLayer()
+    with ServerLoop() as server:
+        protocol, sent = server.run(connecting_socket(layer))
+
+        async def on_the_loop():
+            layer.sync_send(GROUP, READY)  # a live method or websocket handler
+            protocol.handshake_completed_event.set()
+            for _ in range(100):
+                if sent:
+                    return
+                await asyncio.sleep(0.01)
+
+        server.run(on_the_loop())
+        assert sent == [json_dumps(READY)]
+
+
+def test_without_a_server_loop_the_push_is_otree_own(monkeypatch):
+    """oTree's bots (``otree test``) have no server: oTree's asyncio.run, delivered at once."""
+    layer = channel_utils.ChannelLayer()
+    with ServerLoop() as server:
+        protocol, sent = server.run(connecting_socket(layer))
+        protocol.handshake_completed_event.set()  # a finished handshake: oTree's own path works
+        channels.remember_server_loop(None)
+        thread = push_from_page_thread(lambda: layer.sync_send(GROUP, READY))
+        assert not thread.is_alive() and sent == [json_dumps(READY)]
+
+
+def test_otree_own_push_from_a_page_thread_never_returns():
+    """Why lab/channels.py exists: oTree 6.0.15's own ``sync_send`` binds the socket's
+    handshake event to a loop of the page thread's own, which the server loop's ``set`` never
+    wakes. (The thread is left blocked, a daemon; if this starts to fail, oTree has fixed it.)"""
+    layer = channel_utils.ChannelLayer()
+    otree_sync_send = channel_utils.ChannelLayer.sync_send._lab_otree_original
+    with ServerLoop() as server:
+        protocol, sent = server.run(connecting_socket(layer))
+        thread = threading.Thread(target=lambda: otree_sync_send(layer, GROUP, READY), daemon=True)
+        thread.start()
+        time.sleep(0.5)  # the thread is waiting on the handshake event
+        server.loop.call_soon_threadsafe(protocol.handshake_completed_event.set)
+        thread.join(timeout=3)
+        assert thread.is_alive() and sent == []
