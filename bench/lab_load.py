@@ -26,7 +26,8 @@ Printed last: the issue's ratios.
 
 With --database-url (a PostgreSQL server URL), every run gets a new database next to it.
 LAB_BENCH_THINK_SCALE=0.2 shortens every think time (a quick smoke run; not for the figures).
---profile DIR samples each run's server with py-spy (``pip install py-spy``) into DIR/<run>.txt.
+--profile DIR samples each run's server with py-spy (``pip install py-spy``) into DIR/<run>.txt;
+--trace DIR writes every page load of each run to DIR/<run>.csv.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class BenchParticipant(HttpParticipant):
     def play(self, timeout: float = 900):
         self.rng = random.Random(self.code)
         self.requests = 0
+        self.trace = []  # (epoch sent, page, method, page landed on, redirects, seconds): --trace
         # (app, page, round, epoch time the request that landed there was sent, epoch time landed,
         # seconds waited)
         self.landings = []
@@ -107,6 +109,9 @@ class BenchParticipant(HttpParticipant):
         self.last_sent = time.time()
         response = super()._request(method, url, page, **kwargs)
         self.requests += 1 + len(response.history)
+        landed = PAGE_RE.search(response.url)
+        self.trace.append((self.last_sent, page, method, landed["page"] if landed else "", len(response.history),
+                           self.timings[-1].seconds))
         return response
 
     def wait_on_wait_page(self, response):
@@ -215,7 +220,7 @@ def _serve_fake_provider(latency: float, connection) -> None:
 
 
 def run(kind: str, participants: int, rounds: int, latency: float = 0.0, database_url: str = "",
-        profile: str = "") -> dict:
+        profile: str = "", trace: str = "") -> dict:
     with tempfile.TemporaryDirectory() as tmp, FakeProviderProcess(latency) as fake:
         if kind == "plain":
             workdir, config, fields = plain_project(Path(tmp) / "plain"), "plain_pd", {}
@@ -249,6 +254,8 @@ def run(kind: str, participants: int, rounds: int, latency: float = 0.0, databas
         finally:
             server.stop()
     participant_rounds = participants * rounds * 2
+    if trace:
+        _write_trace(trace, players)
     times = sorted(t.seconds for p in players for t in p.timings)
     slowest = [t for p in players for t in p.timings if t.seconds >= _percentile(times, 95)]
     slow_pages = collections.Counter(f"{t.page} {t.method}" for t in slowest).most_common(3)
@@ -269,6 +276,18 @@ def run(kind: str, participants: int, rounds: int, latency: float = 0.0, databas
         wait_per_stage=sum(w[-1] for w in agent_waits) / stages if kind == "hf" else None,
         wall=wall, slow_pages=slow_pages,
     )
+
+
+def _write_trace(path: str, players) -> None:
+    """Every page load of the run (a request and the redirects it followed), one CSV row each."""
+    import csv
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["participant", "sent", "page", "method", "landed_on", "redirects", "seconds"])
+        for p in players:
+            writer.writerows([p.code, *row] for row in p.trace)
 
 
 def _start_profiler(pid: int, path: str):
@@ -320,6 +339,8 @@ def main() -> None:
     parser.add_argument("--database-url", default="", help="PostgreSQL server URL; default: SQLite in a temp folder")
     parser.add_argument("--profile", metavar="DIR", default="",
                         help="sample the server with py-spy (pip install py-spy) into DIR/<run>.txt")
+    parser.add_argument("--trace", metavar="DIR", default="",
+                        help="write every page load of each run to DIR/<run>.csv (sent, page, seconds, ...)")
     parser.add_argument("--only", choices=["plain", "hh", "hf", "hf-slow"], action="append",
                         help="run only these (repeatable); the ratios need all four")
     args = parser.parse_args()
@@ -330,7 +351,9 @@ def main() -> None:
     for key in args.only or list(runs):
         label, kind, latency = runs[key]
         profile = str(Path(args.profile) / f"{key}.txt") if args.profile else ""
-        results[key] = run(kind, args.participants, args.rounds, latency, _fresh_database(args.database_url, key), profile)
+        trace = str(Path(args.trace) / f"{key}.csv") if args.trace else ""
+        results[key] = run(kind, args.participants, args.rounds, latency, _fresh_database(args.database_url, key),
+                           profile, trace)
         print(describe(label, results[key]), flush=True)
     if len(results) < 4:
         return

@@ -16,14 +16,28 @@ locked". The same race waits at every wait page a group completes while a member
 connecting its socket (tests/test_channels.py reproduces it with uvicorn's and starlette's own
 socket code). Here a send from another thread is handed to the server loop instead, where the
 socket's own code runs it; on the loop itself oTree's own path is kept.
+
+Also here: a wait page's socket that closes once the page has been told 'ready' (its
+participant is moving on) is let go without oTree's database write. oTree marks the participant
+as disconnected from the wait page under its global lock, in a commit of its own, for its
+monitor's presence icon; at a round start the 71 reloads' sockets close at once and those 71
+commits came before the reloads in the lock's queue (0.2-0.3 s of the wave, bench/lab_load.py's
+--trace). A participant on a wait page that is over is not waiting any more; the icon is set
+again by the next wait page, and a closed tab there is still marked. A socket that closes while
+its page still waits (a closed tab, a reload) takes oTree's path, unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Optional
 
 _server_loop: Optional[asyncio.AbstractEventLoop] = None
+READY = {"status": "ready"}
+# Channel groups told 'ready' (group -> when), on the server's loop; kept for a lab day at most.
+_told_ready: dict[str, float] = {}
+TOLD_READY_KEPT_SECONDS = 12 * 3600
 
 
 def remember_server_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -59,6 +73,52 @@ def install() -> None:
     sync_send._lab_server_loop = True
     sync_send._lab_otree_original = original  # tests/test_channels.py shows why it is replaced
     ChannelLayer.sync_send = sync_send
+    _install_ready_record(ChannelLayer)
+    _install_quiet_disconnect()
+
+
+def _install_ready_record(ChannelLayer) -> None:
+    """Every 'ready' a group is sent (oTree's wait pages, the agents' WaitNotifier) is noted."""
+    original_send = ChannelLayer.send
+
+    async def send(self, group, data):
+        if data == READY:
+            note_ready(group)
+        await original_send(self, group, data)
+
+    ChannelLayer.send = send
+
+
+def note_ready(group: str, now: float | None = None) -> None:
+    now = time.time() if now is None else now
+    if len(_told_ready) > 10_000:  # pruned now and then, not on every send
+        for stale in [g for g, t in _told_ready.items() if t < now - TOLD_READY_KEPT_SECONDS]:
+            del _told_ready[stale]
+    _told_ready[group] = now
+
+
+def was_told_ready(group: str) -> bool:
+    return group in _told_ready
+
+
+def _install_quiet_disconnect() -> None:
+    """oTree's subsession and group wait pages' sockets (not group-by-arrival-time pages, whose
+    one channel group serves groups formed at different times)."""
+    from otree.channels import consumers
+    from otree.channels.utils import channel_layer
+
+    for consumer in (consumers.WSSubsessionWaitPage, consumers.WSGroupWaitPage):
+        original = consumer.on_disconnect
+
+        async def on_disconnect(self, websocket, close_code, _original=original):
+            if self.groups and all(was_told_ready(group) for group in self.groups):
+                for group in self.groups:
+                    channel_layer.discard(group, websocket)
+                return
+            await _original(self, websocket, close_code)
+
+        consumer.on_disconnect = on_disconnect
 
 
 install()
+

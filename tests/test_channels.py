@@ -133,3 +133,50 @@ def test_otree_own_push_from_a_page_thread_never_returns():
         server.loop.call_soon_threadsafe(protocol.handshake_completed_event.set)
         thread.join(timeout=3)
         assert thread.is_alive() and sent == []
+
+
+def group_wait_page_consumer():
+    """oTree's consumer of a group wait page's socket, as its route makes it."""
+    from otree.channels import consumers
+
+    scope = {"type": "websocket", "path": "/wait_page", "path_params": {},
+             "query_string": b"session_pk=1&page_index=13&participant_id=5&group_id=7"}
+    consumer = consumers.WSGroupWaitPage(scope, receive=None, send=None)
+    consumer.lock = asyncio.Lock()  # oTree's global lock, one per test loop
+    return consumer
+
+
+def test_the_socket_of_a_wait_page_that_is_over_closes_without_queueing_for_the_lock():
+    """At a round start every reload closes a socket at once; oTree's disconnect handler would
+    queue each one for the global lock and a commit, ahead of the reloads."""
+    async def run():
+        consumer = group_wait_page_consumer()
+        [group] = consumer.groups
+        class Socket:
+            async def send_text(self, text):
+                pass
+
+        websocket = Socket()
+        channel_utils.channel_layer.add(group, websocket)
+        await channel_utils.channel_layer.send(group, READY)  # the wait page is over: noted
+        assert channels.was_told_ready(group)
+        async with consumer.lock:  # a page request holds the lock
+            await asyncio.wait_for(consumer.on_disconnect(websocket, 1000), timeout=1)
+        assert group not in channel_utils.channel_layer._subs
+
+    asyncio.run(run())
+
+
+def test_the_socket_of_a_page_still_waiting_takes_otree_own_path():
+    """A closed tab on a wait page that still waits is marked disconnected, as oTree does (its
+    handler waits for the global lock, then writes)."""
+    async def run():
+        consumer = group_wait_page_consumer()
+        consumer.groups = ["wait-page-1-page13-still-waiting"]
+        async with consumer.lock:
+            closing = asyncio.ensure_future(consumer.on_disconnect(object(), 1000))
+            await asyncio.sleep(0.2)
+            assert not closing.done()  # in the lock's queue, as oTree's own handler
+            closing.cancel()
+
+    asyncio.run(run())
