@@ -91,10 +91,13 @@ def _install_ready_record(ChannelLayer) -> None:
 
 def note_ready(group: str, now: float | None = None) -> None:
     now = time.time() if now is None else now
-    if len(_told_ready) > 10_000:  # pruned now and then, not on every send
-        for stale in [g for g, t in _told_ready.items() if t < now - TOLD_READY_KEPT_SECONDS]:
-            del _told_ready[stale]
-    _told_ready[group] = now
+    _told_ready.pop(group, None)
+    _told_ready[group] = now  # the dict keeps insertion order: the oldest come first
+    while _told_ready:
+        oldest = next(iter(_told_ready))
+        if _told_ready[oldest] >= now - TOLD_READY_KEPT_SECONDS:
+            break
+        del _told_ready[oldest]
 
 
 def was_told_ready(group: str) -> bool:

@@ -180,3 +180,10 @@ def test_the_socket_of_a_page_still_waiting_takes_otree_own_path():
             closing.cancel()
 
     asyncio.run(run())
+
+
+def test_groups_told_ready_are_forgotten_after_a_lab_day(monkeypatch):
+    monkeypatch.setattr(channels, "_told_ready", {})
+    channels.note_ready("wait-page-old", now=1000.0)
+    channels.note_ready("wait-page-new", now=1000.0 + channels.TOLD_READY_KEPT_SECONDS + 1)
+    assert not channels.was_told_ready("wait-page-old") and channels.was_told_ready("wait-page-new")
