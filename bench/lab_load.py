@@ -23,6 +23,11 @@ gets the push as its socket joins), and the mean time humans waited for an agent
 Printed last: the issue's ratios.
 
     .venv/bin/python bench/lab_load.py [--participants 72] [--rounds 2] [--latency 5] [--database-url URL]
+                                       [--repeat N]
+
+--repeat N plays the four runs N times, interleaved, and prints the median of each ratio over the
+repetitions with its range (one run's ratios moved by several hundredths between runs of the same
+code on these machines).
 
 With --database-url (a PostgreSQL server URL), every run gets a new database next to it.
 LAB_BENCH_THINK_SCALE=0.2 shortens every think time (a quick smoke run; not for the figures).
@@ -340,12 +345,39 @@ def describe(label: str, r: dict) -> str:
     return line + f"  [{r['wall']:.0f} s; slowest 5 %: {slow}]"
 
 
+def ratios(results: dict) -> dict:
+    """The issue's ratios of one repetition (all four runs)."""
+    plain, hh, hf, slow = (results[k] for k in ("plain", "hh", "hf", "hf-slow"))
+    return {
+        "p95 H-F / H-H (instant)": hf["p95"] / hh["p95"],
+        "p95 H-F / H-H (slow)": slow["p95"] / hh["p95"],
+        "CPU H-F / H-H (instant)": hf["cpu_per_round"] / hh["cpu_per_round"],
+        "CPU H-F / H-H (slow)": slow["cpu_per_round"] / hh["cpu_per_round"],
+        "CPU H-H / plain": hh["cpu_per_round"] / plain["cpu_per_round"],
+        "same rank (instant)": at_same_rank(hf["times"], hh["times"]),
+        "same rank (slow)": at_same_rank(slow["times"], hh["times"]),
+        "landings (instant)": hf["landed_although_answered"],
+        "landings (slow)": slow["landed_although_answered"],
+        "wait (slow)": slow["wait_per_stage"],
+    }
+
+
+def _summary(values: list, digits: int = 2) -> str:
+    """One repetition's value, or the median of several with their range."""
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--participants", type=int, default=72)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--latency", type=float, default=5.0)
     parser.add_argument("--database-url", default="", help="PostgreSQL server URL; default: SQLite in a temp folder")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="play the four runs N times, interleaved; the ratios are then medians over the "
+                             "repetitions (range in brackets)")
     parser.add_argument("--profile", metavar="DIR", default="",
                         help="sample the server with py-spy (pip install py-spy) into DIR/<run>.txt")
     parser.add_argument("--trace", metavar="DIR", default="",
@@ -356,28 +388,39 @@ def main() -> None:
     runs = {"plain": ("plain oTree", "plain", 0.0), "hh": ("project H-H", "hh", 0.0),
             "hf": ("project H-F, instant agents", "hf", 0.0),
             "hf-slow": (f"project H-F, {args.latency:g} s agents", "hf", args.latency)}
-    results = {}
-    for key in args.only or list(runs):
-        label, kind, latency = runs[key]
-        profile = str(Path(args.profile) / f"{key}.txt") if args.profile else ""
-        trace = str(Path(args.trace) / f"{key}.csv") if args.trace else ""
-        results[key] = run(kind, args.participants, args.rounds, latency, _fresh_database(args.database_url, key),
-                           profile, trace)
-        print(describe(label, results[key]), flush=True)
-    if len(results) < 4:
+    repetitions = []
+    for repetition in range(1, args.repeat + 1):
+        # Interleaved (plain, H-H, H-F, H-F slow, plain, ...): a machine that slows down for a while
+        # slows every kind of run alike.
+        results = {}
+        for key in args.only or list(runs):
+            label, kind, latency = runs[key]
+            name = key if args.repeat == 1 else f"{key}-{repetition}"
+            profile = str(Path(args.profile) / f"{name}.txt") if args.profile else ""
+            trace = str(Path(args.trace) / f"{name}.csv") if args.trace else ""
+            results[key] = run(kind, args.participants, args.rounds, latency, _fresh_database(args.database_url, name),
+                               profile, trace)
+            if args.repeat > 1:
+                label = f"{label} [{repetition}/{args.repeat}]"
+            print(describe(label, results[key]), flush=True)
+        if len(results) == 4:
+            repetitions.append(ratios(results))
+    if not repetitions:
         return
-    plain, hh, hf, slow = (results[k] for k in ("plain", "hh", "hf", "hf-slow"))
-    print(f"agent-wait landings after the agent had answered: {hf['landed_although_answered']} (instant), "
-          f"{slow['landed_although_answered']} ({args.latency:g} s agents); target 0")
-    print(f"mean human wait per stage, {args.latency:g} s agents: {slow['wait_per_stage']:.3f} s; target <= 0.1 s")
+    if args.repeat > 1:
+        print(f"medians over {len(repetitions)} repetitions (range in brackets):")
+    column = {name: [r[name] for r in repetitions] for name in repetitions[0]}
+    latency = f"{args.latency:g} s"
+    print(f"agent-wait landings after the agent had answered: {_summary(column['landings (instant)'], 0)} (instant), "
+          f"{_summary(column['landings (slow)'], 0)} ({latency} agents); target 0")
+    print(f"mean human wait per stage, {latency} agents: {_summary(column['wait (slow)'], 3)} s; target <= 0.1 s")
     print(f"H-F p95 / H-H at the same rank from the top (a diagnostic, not a target): "
-          f"{at_same_rank(hf['times'], hh['times']):.2f} (instant), "
-          f"{at_same_rank(slow['times'], hh['times']):.2f} ({args.latency:g} s)")
-    print(f"ratios: H-F p95 / H-H p95 {hf['p95'] / hh['p95']:.2f} (instant), {slow['p95'] / hh['p95']:.2f} "
-          f"({args.latency:g} s) [target <= 1.05];  CPU per participant-round H-F / H-H "
-          f"{hf['cpu_per_round'] / hh['cpu_per_round']:.2f} (instant), {slow['cpu_per_round'] / hh['cpu_per_round']:.2f} "
-          f"({args.latency:g} s) [target <= 1.1];  H-H / plain oTree {hh['cpu_per_round'] / plain['cpu_per_round']:.2f} "
-          f"[target <= 1.1]")
+          f"{_summary(column['same rank (instant)'])} (instant), {_summary(column['same rank (slow)'])} ({latency})")
+    print(f"ratios: H-F p95 / H-H p95 {_summary(column['p95 H-F / H-H (instant)'])} (instant), "
+          f"{_summary(column['p95 H-F / H-H (slow)'])} ({latency}) [target <= 1.05];  CPU per participant-round "
+          f"H-F / H-H {_summary(column['CPU H-F / H-H (instant)'])} (instant), "
+          f"{_summary(column['CPU H-F / H-H (slow)'])} ({latency}) [target <= 1.1];  H-H / plain oTree "
+          f"{_summary(column['CPU H-H / plain'])} [target <= 1.1]")
 
 
 if __name__ == "__main__":
