@@ -1,0 +1,78 @@
+"""What a page request's two row lookups cost: oTree's own code against the lab's compiled-query
+cache (lab/baked_lookups.py).
+
+Every page request looks up its participant by code and its player by participant and round
+(and the player again for each page oTree steps over). In-process, oTree's own setup, a real
+SQLite file (or --database-url), a lab H-H session of 72; each lookup is repeated --repeat
+times, both ways interleaved in blocks. Printed last: cached ÷ oTree's time per lookup.
+
+    .venv/bin/python bench/lookups.py [--repeat 3000] [--database-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3000)
+    parser.add_argument("--database-url", default="", help="default: SQLite in a temp folder")
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="lab-lookups-")
+    os.environ["DATABASE_URL"] = args.database_url or f"sqlite:///{work}/db.sqlite3"
+    os.chdir(ROOT)
+    sys.path.insert(0, str(ROOT))
+    from otree.main import setup
+
+    setup()
+    import otree.session
+    from otree.database import db, session_scope
+    from otree.models import Participant
+
+    import game_with_chat as wc
+
+    otree_objects_get = wc.Player.objects_get.__func__._lab_otree_original
+    with session_scope():
+        session = otree.session.create_session("hh_uninformed_wc_first", num_participants=72,
+                                               modified_session_config_fields=dict(rounds_per_game=2))
+        session_id = session.id
+    with session_scope():
+        participants = db.query(Participant).filter_by(session_id=session_id).all()
+        codes = [p.code for p in participants]
+
+        def lookups_otree(n: int) -> None:
+            for i in range(n):
+                p = participants[i % len(participants)]
+                db.query(Participant).filter_by(code=codes[i % len(codes)]).one()  # oTree's get_or_404
+                otree_objects_get(wc.Player, participant=p, round_number=1 + i % 2)
+
+        def lookups_cached(n: int) -> None:
+            for i in range(n):
+                p = participants[i % len(participants)]
+                db.get_or_404(Participant, code=codes[i % len(codes)])
+                wc.Player.objects_get(participant=p, round_number=1 + i % 2)
+
+        timings = {"oTree's": 0.0, "cached": 0.0}
+        block = 100
+        for _ in range(max(1, args.repeat // block)):
+            for name, lookups in (("oTree's", lookups_otree), ("cached", lookups_cached)):
+                started = time.perf_counter()
+                lookups(block)
+                timings[name] += time.perf_counter() - started
+    pairs = max(1, args.repeat // block) * block
+    for name, seconds in timings.items():
+        print(f"{name:<8} participant + player lookup: {seconds / pairs * 1e6:.0f} µs")
+    ratio = timings["cached"] / timings["oTree's"]
+    print(f"cached / oTree's time per participant + player lookup: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""oTree's row lookups by field values, compiled once instead of on every call.
+
+Every page request looks up its participant by code (``db.get_or_404``) and its player by
+participant and round (``Player.objects_get``, in ``set_attributes``), again for each page oTree
+steps over, and wait pages look up their group and subsession the same way. oTree 6 pins
+SQLAlchemy 1.3, which builds and compiles every ORM query anew: in-process, on SQLite, a player
+lookup took 495 µs, of which the database's own work was a small part; the same lookup through
+SQLAlchemy's compiled-query cache (``sqlalchemy.ext.baked``) took 70 µs (bench/lookups.py).
+The cost grows with a model's columns, so the lab's players, with the chat and agent fields,
+paid about twice what a plain oTree PD's do, on every request (issue 14's profile).
+
+Here the two lookups take the cached path when every criterion is an equality on a column or on
+a many-to-one link to a saved row, with no ``None`` (``IS NULL`` is not a bound value): the same
+SQL, the same rows and the same errors (``NoResultFound``, ``MultipleResultsFound``, the 404).
+Anything else goes through oTree's own code, unchanged.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam
+from sqlalchemy.ext import baked
+from sqlalchemy.orm import exc as orm_exc
+from sqlalchemy.orm.interfaces import MANYTOONE
+from sqlalchemy.orm.properties import ColumnProperty, RelationshipProperty
+
+# One entry per (model, criteria names) shape; oTree and the lab use a few dozen.
+_bakery = baked.bakery(size=500)
+_criteria_cache: dict = {}
+
+
+def _criteria(model, names: tuple):
+    """Per name: (column to compare, how to get its bound value from the given value), or None
+    when a name is not a plain column or a many-to-one link with one column."""
+    key = (model, names)
+    if key not in _criteria_cache:
+        criteria = []
+        for name in names:
+            prop = getattr(getattr(model, name, None), "property", None)
+            if isinstance(prop, ColumnProperty) and len(prop.columns) == 1:
+                criteria.append((getattr(model, name), None))
+            elif isinstance(prop, RelationshipProperty) and prop.direction is MANYTOONE \
+                    and len(prop.local_remote_pairs) == 1:
+                local, remote = prop.local_remote_pairs[0]
+                criteria.append((local, prop.mapper.get_property_by_column(remote).key))
+            else:
+                criteria = None
+                break
+        _criteria_cache[key] = criteria
+    return _criteria_cache[key]
+
+
+def _params(criteria, names: tuple, values: dict):
+    """The bound values, or None when one of them cannot be bound (None, or an unsaved row)."""
+    params = {}
+    for (_, remote_key), name in zip(criteria, names):
+        value = values[name]
+        if remote_key is not None and value is not None:
+            value = getattr(value, remote_key, None)
+        if value is None:
+            return None
+        params[f"lab_{name}"] = value
+    return params
+
+
+def cached_one(session, model, values: dict):
+    """``session.query(model).filter_by(**values).one()`` through the compiled-query cache, or
+    ``NotImplemented`` when the criteria do not allow it."""
+    names = tuple(sorted(values))
+    criteria = _criteria(model, names) if names else None
+    params = criteria and _params(criteria, names, values)
+    if not params:
+        return NotImplemented
+    query = _bakery(lambda s: s.query(model), model, names)
+    query += (lambda q: q.filter(*[column == bindparam(f"lab_{name}")
+                                   for (column, _), name in zip(criteria, names)]), model, names)
+    return query(session).params(**params).one()
+
+
+def install() -> None:
+    """Patch ``AnyModel.objects_get`` and ``DBWrapper.get_or_404`` (idempotent)."""
+    from otree import database
+
+    if getattr(database.AnyModel.objects_get, "_lab_baked", False):
+        return
+    original_objects_get = database.AnyModel.objects_get.__func__
+    original_get_or_404 = database.DBWrapper.get_or_404
+
+    def objects_get(cls, *args, **kwargs):
+        if not args:
+            row = cached_one(database.db._db, cls, kwargs)
+            if row is not NotImplemented:
+                return row
+        return original_objects_get(cls, *args, **kwargs)
+
+    def get_or_404(self, Model, msg="Not found (maybe the session was deleted)", **kwargs):
+        try:
+            row = cached_one(self._db, Model, kwargs)
+        except orm_exc.NoResultFound:
+            row = NotImplemented  # oTree's own path raises its 404, with its message
+        if row is not NotImplemented:
+            return row
+        return original_get_or_404(self, Model, msg, **kwargs)
+
+    objects_get._lab_baked = True
+    objects_get._lab_otree_original = original_objects_get
+    database.AnyModel.objects_get = classmethod(objects_get)
+    database.DBWrapper.get_or_404 = get_or_404
+
+
+install()

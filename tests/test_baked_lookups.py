@@ -1,0 +1,93 @@
+"""Issue 14: oTree's participant and player lookups go through SQLAlchemy's compiled-query cache
+(lab/baked_lookups.py), and give what oTree's own code gives: the same rows, the same errors,
+on SQLite and PostgreSQL. Run in-process with oTree's own setup and a real database.
+"""
+
+import json
+import subprocess
+
+from tests.lab_server import PYTHON, lab_env
+
+SCRIPT = r"""
+import json
+from otree.main import setup
+setup()
+import otree.session
+from otree.database import db, session_scope
+from otree.models import Participant
+from sqlalchemy.orm import exc as orm_exc
+from sqlalchemy.sql import compiler
+import game_with_chat as wc
+
+original = wc.Player.objects_get.__func__._lab_otree_original
+compiled = []
+real_init = compiler.SQLCompiler.__init__
+def counting_init(self, *args, **kwargs):
+    compiled.append(1)
+    real_init(self, *args, **kwargs)
+compiler.SQLCompiler.__init__ = counting_init
+
+def error_of(call):
+    try:
+        call()
+    except Exception as error:
+        return type(error).__name__ + (f" {error.status_code}" if hasattr(error, "status_code") else "")
+    return None
+
+with session_scope():
+    session = otree.session.create_session("hh_uninformed_wc_first", num_participants=4,
+                                           modified_session_config_fields=dict(rounds_per_game=2))
+    session_id = session.id
+result = {}
+with session_scope():
+    participants = db.query(Participant).filter_by(session_id=session_id).order_by(Participant.id).all()
+    same = []
+    for p in participants:
+        for round_number in (1, 2):
+            ours = wc.Player.objects_get(participant=p, round_number=round_number)
+            theirs = original(wc.Player, participant=p, round_number=round_number)
+            same.append(ours is theirs and ours.participant_id == p.id and ours.round_number == round_number)
+        same.append(db.get_or_404(Participant, code=p.code) is p)
+    result["same rows"] = all(same) and len(same) == 12
+    first = participants[0]
+    # None is IS NULL, not a bound value: oTree's own path answers it
+    result["null criterion"] = wc.Player.objects_get(participant=first, round_number=1, choice=None).participant_id == first.id
+    result["by id"] = wc.Player.objects_get(id=wc.Player.objects_get(participant=first, round_number=2).id).round_number
+    result["no row"] = error_of(lambda: wc.Player.objects_get(participant=first, round_number=99))
+    result["oTree's no row"] = error_of(lambda: original(wc.Player, participant=first, round_number=99))
+    result["many rows"] = error_of(lambda: wc.Player.objects_get(round_number=1))
+    result["oTree's many rows"] = error_of(lambda: original(wc.Player, round_number=1))
+    result["unknown participant"] = error_of(lambda: db.get_or_404(Participant, code="no-such-code"))
+    # A changed row is flushed before the lookup reads, as oTree's own query does.
+    first.label = "seat-1"
+    result["autoflush"] = db.get_or_404(Participant, label="seat-1") is first
+    del compiled[:]
+    for _ in range(20):
+        for p in participants:
+            wc.Player.objects_get(participant=p, round_number=1)
+            db.get_or_404(Participant, code=p.code)
+    result["compilations for 160 lookups"] = len(compiled)
+    del compiled[:]
+    for p in participants:
+        original(wc.Player, participant=p, round_number=1)
+    result["oTree's compilations for 4 lookups"] = len(compiled)
+print("RESULT " + json.dumps(result))
+"""
+
+
+def test_lookups_match_otrees_own_and_compile_once(project_copy, database_url):
+    database_url = database_url or f"sqlite:///{project_copy / 'lookups.sqlite3'}"
+    out = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(database_url), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.split("RESULT ", 1)[1])
+    assert result["same rows"]
+    assert result["null criterion"]
+    assert result["by id"] == 2
+    assert result["no row"] == result["oTree's no row"] == "NoResultFound"
+    assert result["many rows"] == result["oTree's many rows"] == "MultipleResultsFound"
+    assert result["unknown participant"] == "HTTPException 404"
+    assert result["autoflush"]
+    # Once per shape at most (both shapes were compiled above); oTree compiles on every call.
+    assert result["compilations for 160 lookups"] == 0
+    assert result["oTree's compilations for 4 lookups"] >= 4
