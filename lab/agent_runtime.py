@@ -336,16 +336,30 @@ def _request_memo() -> dict:
 
 
 def _seat(player, tables: GameTables):
+    """The player's agent seat. Alone: a seat holds its agent's whole memory, and a page that
+    settles one turn reading all 72 took twice an H-H page's time (issue 14's profile)."""
     memo = _request_memo()
     key = ("seat", tables.game, player.session_id, player.agent_seat)
     if key not in memo:
-        _load_seats(memo, tables, player.subsession, player.session_id)
+        memo[key] = tables.AgentSeat.filter(subsession=_first_subsession(player.subsession),
+                                            seat=player.agent_seat)[0]
+    return memo[key]
+
+
+def _first_subsession(subsession):
+    """The game's round-1 subsession, where the seats hang (one lookup per request)."""
+    if subsession.round_number == 1:
+        return subsession
+    memo = _request_memo()
+    key = ("first subsession", subsession.session_id, type(subsession).__module__)
+    if key not in memo:
+        memo[key] = type(subsession).objects_get(session_id=subsession.session_id, round_number=1)
     return memo[key]
 
 
 def _load_seats(memo: dict, tables: GameTables, subsession, session_id: int) -> None:
     """All seats of the game in one query (they are few: one per agent)."""
-    for seat in tables.AgentSeat.filter(subsession=subsession.in_round(1)):
+    for seat in tables.AgentSeat.filter(subsession=_first_subsession(subsession)):
         memo[("seat", tables.game, session_id, seat.seat)] = seat
 
 

@@ -2,17 +2,18 @@
 
 Every page request looks up its participant by code (``db.get_or_404``) and its player by
 participant and round (``Player.objects_get``, in ``set_attributes``), again for each page oTree
-steps over, and wait pages look up their group and subsession the same way. oTree 6 pins
-SQLAlchemy 1.3, which builds and compiles every ORM query anew: in-process, on SQLite, a player
-lookup took 495 µs, of which the database's own work was a small part; the same lookup through
-SQLAlchemy's compiled-query cache (``sqlalchemy.ext.baked``) took 70 µs (bench/lookups.py).
+steps over; wait pages look up their group and subsession the same way, and the lab's pages
+read their messages, agent turns and seats with ``ExtraModel.filter``. oTree 6 pins SQLAlchemy
+1.3, which builds and compiles every ORM query anew, and that, not the database, was most of a
+lookup's time: a participant and a player lookup took 918 µs together, 176 µs through
+SQLAlchemy's compiled-query cache (``sqlalchemy.ext.baked``; bench/lookups.py, SQLite on disk).
 The cost grows with a model's columns, so the lab's players, with the chat and agent fields,
 paid about twice what a plain oTree PD's do, on every request (issue 14's profile).
 
-Here the two lookups take the cached path when every criterion is an equality on a column or on
-a many-to-one link to a saved row, with no ``None`` (``IS NULL`` is not a bound value): the same
-SQL, the same rows and the same errors (``NoResultFound``, ``MultipleResultsFound``, the 404).
-Anything else goes through oTree's own code, unchanged.
+Here these lookups take the cached path when every criterion is an equality on a column or on a
+many-to-one link to a saved row, with no ``None`` (``IS NULL`` is not a bound value): the same
+SQL, the same rows in the same order and the same errors (``NoResultFound``,
+``MultipleResultsFound``, the 404). Anything else goes through oTree's own code, unchanged.
 """
 
 from __future__ import annotations
@@ -62,27 +63,44 @@ def _params(criteria, names: tuple, values: dict):
     return params
 
 
-def cached_one(session, model, values: dict):
-    """``session.query(model).filter_by(**values).one()`` through the compiled-query cache, or
-    ``NotImplemented`` when the criteria do not allow it."""
+def _cached_query(session, model, values: dict, ordered_by_id: bool = False):
+    """``session.query(model).filter_by(**values)`` (ordered by id) through the compiled-query
+    cache, or None when the criteria do not allow it."""
     names = tuple(sorted(values))
     criteria = _criteria(model, names) if names else None
     params = criteria and _params(criteria, names, values)
     if not params:
-        return NotImplemented
+        return None
     query = _bakery(lambda s: s.query(model), model, names)
     query += (lambda q: q.filter(*[column == bindparam(f"lab_{name}")
                                    for (column, _), name in zip(criteria, names)]), model, names)
-    return query(session).params(**params).one()
+    if ordered_by_id:
+        query += (lambda q: q.order_by(model.id), model)
+    return query(session).params(**params)
+
+
+def cached_one(session, model, values: dict):
+    """``session.query(model).filter_by(**values).one()``, cached, or ``NotImplemented``."""
+    query = _cached_query(session, model, values)
+    return NotImplemented if query is None else query.one()
+
+
+def cached_all(session, model, values: dict):
+    """``session.query(model).filter_by(**values).order_by(id)`` as a list, cached, or
+    ``NotImplemented``."""
+    query = _cached_query(session, model, values, ordered_by_id=True)
+    return NotImplemented if query is None else query.all()
 
 
 def install() -> None:
-    """Patch ``AnyModel.objects_get`` and ``DBWrapper.get_or_404`` (idempotent)."""
+    """Patch ``AnyModel.objects_get``, ``ExtraModel.filter`` and ``DBWrapper.get_or_404``
+    (idempotent)."""
     from otree import database
 
     if getattr(database.AnyModel.objects_get, "_lab_baked", False):
         return
     original_objects_get = database.AnyModel.objects_get.__func__
+    original_filter = database.ExtraModel.filter.__func__
     original_get_or_404 = database.DBWrapper.get_or_404
 
     def objects_get(cls, *args, **kwargs):
@@ -91,6 +109,14 @@ def install() -> None:
             if row is not NotImplemented:
                 return row
         return original_objects_get(cls, *args, **kwargs)
+
+    def extra_model_filter(cls, **kwargs):
+        # oTree's check first: at least one model instance among the criteria.
+        if any(isinstance(v, database.AnyModel) for v in kwargs.values()):
+            rows = cached_all(database.db._db, cls, kwargs)
+            if rows is not NotImplemented:
+                return rows
+        return original_filter(cls, **kwargs)
 
     def get_or_404(self, Model, msg="Not found (maybe the session was deleted)", **kwargs):
         try:
@@ -103,7 +129,9 @@ def install() -> None:
 
     objects_get._lab_baked = True
     objects_get._lab_otree_original = original_objects_get
+    extra_model_filter._lab_otree_original = original_filter
     database.AnyModel.objects_get = classmethod(objects_get)
+    database.ExtraModel.filter = classmethod(extra_model_filter)
     database.DBWrapper.get_or_404 = get_or_404
 
 

@@ -1,4 +1,4 @@
-"""Issue 14: oTree's participant and player lookups go through SQLAlchemy's compiled-query cache
+"""Issue 14: oTree's participant, player and extra-model lookups go through SQLAlchemy's compiled-query cache
 (lab/baked_lookups.py), and give what oTree's own code gives: the same rows, the same errors,
 on SQLite and PostgreSQL. Run in-process with oTree's own setup and a real database.
 """
@@ -61,12 +61,26 @@ with session_scope():
     # A changed row is flushed before the lookup reads, as oTree's own query does.
     first.label = "seat-1"
     result["autoflush"] = db.get_or_404(Participant, label="seat-1") is first
+    # ExtraModel.filter: the rows of a link, in id order, as oTree's own gives them.
+    filter_original = wc.Message.filter.__func__._lab_otree_original
+    player = wc.Player.objects_get(participant=first, round_number=1)
+    for stage in (2, 1, 2):
+        wc.Message.create(player=player, stage=stage, sender_code=first.code, sender_kind="human", text=f"s{stage}")
+    other = wc.Player.objects_get(participant=participants[1], round_number=1)
+    wc.Message.create(player=other, stage=1, sender_code="x", sender_kind="human", text="other")
+    ours = [m.id for m in wc.Message.filter(player=player)]
+    result["extra rows"] = ours == [m.id for m in filter_original(wc.Message, player=player)] and len(ours) == 3 \
+        and ours == sorted(ours)
+    result["extra rows by two fields"] = [m.text for m in wc.Message.filter(player=player, stage=2)]
+    result["extra rows, a criterion None"] = len(wc.Message.filter(player=player, unsent_draft=None))
+    result["extra rows, no instance"] = error_of(lambda: wc.Message.filter(stage=1))
     del compiled[:]
     for _ in range(20):
         for p in participants:
             wc.Player.objects_get(participant=p, round_number=1)
             db.get_or_404(Participant, code=p.code)
-    result["compilations for 160 lookups"] = len(compiled)
+        wc.Message.filter(player=player)
+    result["compilations for 180 lookups"] = len(compiled)
     del compiled[:]
     for p in participants:
         original(wc.Player, participant=p, round_number=1)
@@ -88,6 +102,10 @@ def test_lookups_match_otrees_own_and_compile_once(project_copy, database_url):
     assert result["many rows"] == result["oTree's many rows"] == "MultipleResultsFound"
     assert result["unknown participant"] == "HTTPException 404"
     assert result["autoflush"]
+    assert result["extra rows"]
+    assert result["extra rows by two fields"] == ["s2", "s2"]
+    assert result["extra rows, a criterion None"] == 3
+    assert result["extra rows, no instance"] == "ValueError"  # oTree's guard against a forgotten link
     # Once per shape at most (both shapes were compiled above); oTree compiles on every call.
-    assert result["compilations for 160 lookups"] == 0
+    assert result["compilations for 180 lookups"] == 0
     assert result["oTree's compilations for 4 lookups"] >= 4
