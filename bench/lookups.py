@@ -3,7 +3,7 @@ cache (lab/baked_lookups.py).
 
 Every page request looks up its participant by code and its player by participant and round
 (and the player again for each page oTree steps over). In-process, oTree's own setup, a real
-SQLite file (or --database-url), a lab H-H session of 72; each lookup is repeated --repeat
+SQLite file (or a new PostgreSQL database beside --database-url's), a lab H-H session of 72; each lookup is repeated --repeat
 times, both ways interleaved in blocks. Printed last: cached ÷ oTree's time per lookup.
 
     .venv/bin/python bench/lookups.py [--repeat 3000] [--database-url URL]
@@ -21,15 +21,34 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def fresh_database(admin_url: str) -> str:
+    """A new PostgreSQL database next to the one ``admin_url`` names (oTree fills it with tables)."""
+    import psycopg2
+
+    name = f"lab_bench_lookups_{int(time.time())}"
+    connection = psycopg2.connect(admin_url)
+    connection.autocommit = True
+    connection.cursor().execute(f'CREATE DATABASE "{name}"')
+    connection.close()
+    return admin_url.rsplit("/", 1)[0] + f"/{name}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3000)
-    parser.add_argument("--database-url", default="", help="default: SQLite in a temp folder")
+    parser.add_argument("--database-url", default="",
+                        help="a PostgreSQL server URL (a new database is made beside it); default: SQLite in a temp folder")
     args = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="lab-lookups-")
-    os.environ["DATABASE_URL"] = args.database_url or f"sqlite:///{work}/db.sqlite3"
-    os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
+    from tests.lab_server import make_project_copy
+
+    # oTree keeps its SQLite file in the working directory, whatever a sqlite:// URL names.
+    work = make_project_copy(Path(tempfile.mkdtemp(prefix="lab-lookups-")) / "project")
+    os.chdir(work)
+    if args.database_url:
+        os.environ["DATABASE_URL"] = fresh_database(args.database_url)
+    else:
+        os.environ.pop("DATABASE_URL", None)
     from otree.main import setup
 
     setup()
