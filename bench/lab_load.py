@@ -320,7 +320,7 @@ def at_same_rank(times: list, baseline: list, q: float = 95) -> float:
     return times[index] / baseline[max(0, len(baseline) - above)]
 
 
-def _fresh_database(admin_url: str, label: str) -> str:
+def fresh_database(admin_url: str, label: str) -> str:
     """For PostgreSQL: a new database per run, next to the one ``admin_url`` names."""
     if not admin_url:
         return ""
@@ -398,7 +398,7 @@ def main() -> None:
             name = key if args.repeat == 1 else f"{key}-{repetition}"
             profile = str(Path(args.profile) / f"{name}.txt") if args.profile else ""
             trace = str(Path(args.trace) / f"{name}.csv") if args.trace else ""
-            results[key] = run(kind, args.participants, args.rounds, latency, _fresh_database(args.database_url, name),
+            results[key] = run(kind, args.participants, args.rounds, latency, fresh_database(args.database_url, name),
                                profile, trace)
             if args.repeat > 1:
                 label = f"{label} [{repetition}/{args.repeat}]"

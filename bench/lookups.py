@@ -21,18 +21,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def fresh_database(admin_url: str) -> str:
-    """A new PostgreSQL database next to the one ``admin_url`` names (oTree fills it with tables)."""
-    import psycopg2
-
-    name = f"lab_bench_lookups_{int(time.time())}"
-    connection = psycopg2.connect(admin_url)
-    connection.autocommit = True
-    connection.cursor().execute(f'CREATE DATABASE "{name}"')
-    connection.close()
-    return admin_url.rsplit("/", 1)[0] + f"/{name}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3000)
@@ -40,13 +28,15 @@ def main() -> None:
                         help="a PostgreSQL server URL (a new database is made beside it); default: SQLite in a temp folder")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "bench"))
+    from lab_load import fresh_database
     from tests.lab_server import make_project_copy
 
     # oTree keeps its SQLite file in the working directory, whatever a sqlite:// URL names.
     work = make_project_copy(Path(tempfile.mkdtemp(prefix="lab-lookups-")) / "project")
     os.chdir(work)
     if args.database_url:
-        os.environ["DATABASE_URL"] = fresh_database(args.database_url)
+        os.environ["DATABASE_URL"] = fresh_database(args.database_url, "lookups")
     else:
         os.environ.pop("DATABASE_URL", None)
     from otree.main import setup
