@@ -12,7 +12,7 @@ paid about twice what a plain oTree PD's do, on every request (issue 14's profil
 
 Here these lookups take the cached path when every criterion is an equality on a column or on a
 many-to-one link to a saved row, with no ``None`` (``IS NULL`` is not a bound value): the same
-SQL, the same rows in the same order and the same errors (``NoResultFound``,
+WHERE clause, the same rows in the same order and the same errors (``NoResultFound``,
 ``MultipleResultsFound``, the 404). Anything else goes through oTree's own code, unchanged.
 """
 
