@@ -29,7 +29,8 @@ Printed last: the issue's ratios.
 repetitions with its range (one run's ratios moved by several hundredths between runs of the same
 code on these machines).
 
-With --database-url (a PostgreSQL server URL), every run gets a new database next to it.
+With --database-url (a PostgreSQL server URL), every run gets a new database next to it, dropped
+after the run.
 LAB_BENCH_THINK_SCALE=0.2 shortens every think time (a quick smoke run; not for the figures).
 --profile DIR samples each run's server with py-spy (``pip install py-spy``) into DIR/<run>.txt;
 --trace DIR writes every page load of each run to DIR/<run>.csv.
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import multiprocessing
 import os
@@ -320,18 +322,26 @@ def at_same_rank(times: list, baseline: list, q: float = 95) -> float:
     return times[index] / baseline[max(0, len(baseline) - above)]
 
 
-def fresh_database(admin_url: str, label: str) -> str:
-    """For PostgreSQL: a new database per run, next to the one ``admin_url`` names."""
+@contextlib.contextmanager
+def bench_database(admin_url: str, label: str):
+    """For PostgreSQL: a new database next to the one ``admin_url`` names, dropped afterwards
+    (its connections ended first); for SQLite ('') nothing."""
     if not admin_url:
-        return ""
+        yield ""
+        return
     import psycopg2
 
     name = "lab_bench_" + re.sub(r"\W", "_", label)[:20] + f"_{int(time.time())}"
-    connection = psycopg2.connect(admin_url)
-    connection.autocommit = True
-    connection.cursor().execute(f'CREATE DATABASE "{name}"')
-    connection.close()
-    return admin_url.rsplit("/", 1)[0] + f"/{name}"
+    admin = psycopg2.connect(admin_url)
+    admin.autocommit = True
+    admin.cursor().execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        cursor = admin.cursor()
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.close()
 
 
 def describe(label: str, r: dict) -> str:
@@ -398,8 +408,8 @@ def main() -> None:
             name = key if args.repeat == 1 else f"{key}-{repetition}"
             profile = str(Path(args.profile) / f"{name}.txt") if args.profile else ""
             trace = str(Path(args.trace) / f"{name}.csv") if args.trace else ""
-            results[key] = run(kind, args.participants, args.rounds, latency, fresh_database(args.database_url, name),
-                               profile, trace)
+            with bench_database(args.database_url, name) as database_url:
+                results[key] = run(kind, args.participants, args.rounds, latency, database_url, profile, trace)
             if args.repeat > 1:
                 label = f"{label} [{repetition}/{args.repeat}]"
             print(describe(label, results[key]), flush=True)

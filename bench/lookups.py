@@ -21,22 +21,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=3000)
-    parser.add_argument("--database-url", default="",
-                        help="a PostgreSQL server URL (a new database is made beside it); default: SQLite in a temp folder")
-    args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "bench"))
-    from lab_load import fresh_database
-    from tests.lab_server import make_project_copy
+BLOCK = 100  # lookups per timed block; the two ways alternate block by block
 
-    # oTree keeps its SQLite file in the working directory, whatever a sqlite:// URL names.
-    work = make_project_copy(Path(tempfile.mkdtemp(prefix="lab-lookups-")) / "project")
-    os.chdir(work)
-    if args.database_url:
-        os.environ["DATABASE_URL"] = fresh_database(args.database_url, "lookups")
+
+def measure(database_url: str, repeat: int) -> dict:
+    """Seconds spent on ``repeat`` participant + player lookups, oTree's way and cached."""
+    if database_url:
+        os.environ["DATABASE_URL"] = database_url
     else:
         os.environ.pop("DATABASE_URL", None)
     from otree.main import setup
@@ -53,6 +44,7 @@ def main() -> None:
         session = otree.session.create_session("hh_uninformed_wc_first", num_participants=72,
                                                modified_session_config_fields=dict(rounds_per_game=2))
         session_id = session.id
+    timings = {"oTree's": 0.0, "cached": 0.0}
     with session_scope():
         participants = db.query(Participant).filter_by(session_id=session_id).all()
         codes = [p.code for p in participants]
@@ -69,14 +61,31 @@ def main() -> None:
                 db.get_or_404(Participant, code=codes[i % len(codes)])
                 wc.Player.objects_get(participant=p, round_number=1 + i % 2)
 
-        timings = {"oTree's": 0.0, "cached": 0.0}
-        block = 100
-        for _ in range(max(1, args.repeat // block)):
+        for _ in range(max(1, repeat // BLOCK)):
             for name, lookups in (("oTree's", lookups_otree), ("cached", lookups_cached)):
                 started = time.perf_counter()
-                lookups(block)
+                lookups(BLOCK)
                 timings[name] += time.perf_counter() - started
-    pairs = max(1, args.repeat // block) * block
+    return timings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3000)
+    parser.add_argument("--database-url", default="",
+                        help="a PostgreSQL server URL (a new database is made beside it, and dropped); "
+                             "default: SQLite in a temp folder")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "bench"))
+    from lab_load import bench_database
+    from tests.lab_server import make_project_copy
+
+    # oTree keeps its SQLite file in the working directory, whatever a sqlite:// URL names.
+    os.chdir(make_project_copy(Path(tempfile.mkdtemp(prefix="lab-lookups-")) / "project"))
+    with bench_database(args.database_url, "lookups") as database_url:
+        timings = measure(database_url, args.repeat)
+    pairs = max(1, args.repeat // BLOCK) * BLOCK
     for name, seconds in timings.items():
         print(f"{name:<8} participant + player lookup: {seconds / pairs * 1e6:.0f} µs")
     ratio = timings["cached"] / timings["oTree's"]
