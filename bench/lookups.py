@@ -3,8 +3,8 @@ cache (lab/baked_lookups.py).
 
 Every page request looks up its participant by code and its player by participant and round
 (and the player again for each page oTree steps over). In-process, oTree's own setup, a real
-SQLite file (or a new PostgreSQL database beside --database-url's), a lab H-H session of 72; each lookup is repeated --repeat
-times, both ways interleaved in blocks. Printed last: cached ÷ oTree's time per lookup.
+SQLite file (or a new PostgreSQL database beside --database-url's), a lab H-H session of 72;
+each lookup is repeated --repeat times, both ways interleaved in blocks. Printed last: cached ÷ oTree's time per lookup.
 
     .venv/bin/python bench/lookups.py [--repeat 3000] [--database-url URL]
 """

@@ -1,5 +1,5 @@
-"""Issue 14: oTree's participant, player and extra-model lookups go through SQLAlchemy's compiled-query cache
-(lab/baked_lookups.py), and give what oTree's own code gives: the same rows, the same errors,
+"""Issue 14: oTree's participant, player and extra-model lookups go through SQLAlchemy's
+compiled-query cache (lab/baked_lookups.py), and give what oTree's own code gives: the same rows, the same errors,
 on SQLite and PostgreSQL. Run in-process with oTree's own setup and a real database.
 """
 
@@ -15,7 +15,6 @@ setup()
 import otree.session
 from otree.database import db, session_scope
 from otree.models import Participant
-from sqlalchemy.orm import exc as orm_exc
 from sqlalchemy.sql import compiler
 import game_with_chat as wc
 
@@ -90,7 +89,7 @@ print("RESULT " + json.dumps(result))
 
 
 def test_lookups_match_otrees_own_and_compile_once(project_copy, database_url):
-    database_url = database_url or f"sqlite:///{project_copy / 'lookups.sqlite3'}"
+    # SQLite ('') is oTree's db.sqlite3 in the project copy, on disk.
     out = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(database_url), capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
