@@ -30,11 +30,15 @@ its page still waits (a closed tab, a reload) takes oTree's path, unchanged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from typing import Optional
 
 _server_loop: Optional[asyncio.AbstractEventLoop] = None
 READY = {"status": "ready"}
+# What this thread's 'ready' pushes say besides (lab/wait_for_all.py: where the waiting went).
+_ready_extra = threading.local()
 # Channel groups told 'ready' (group -> when), on the server's loop; kept for a lab day at most.
 _told_ready: dict[str, float] = {}
 TOLD_READY_KEPT_SECONDS = 12 * 3600
@@ -51,6 +55,28 @@ def server_loop() -> Optional[asyncio.AbstractEventLoop]:
     return _server_loop
 
 
+def is_ready(data) -> bool:
+    return isinstance(data, dict) and data.get("status") == READY["status"]
+
+
+@contextlib.contextmanager
+def ready_says(**extra):
+    """Within this block, every 'ready' this thread pushes carries ``extra`` too (keys whose
+    value is None are left out); pages that know no such key reload, as oTree's do."""
+    extra = {key: value for key, value in extra.items() if value is not None}
+    previous = getattr(_ready_extra, "value", None)
+    _ready_extra.value = extra
+    try:
+        yield
+    finally:
+        _ready_extra.value = previous
+
+
+def _with_ready_extra(data):
+    extra = getattr(_ready_extra, "value", None)
+    return {**data, **extra} if extra and is_ready(data) else data
+
+
 def install() -> None:
     """Patch oTree's channel layer (every process imports it; only the server has a loop)."""
     from otree.channels.utils import ChannelLayer
@@ -60,6 +86,7 @@ def install() -> None:
     original = ChannelLayer.sync_send
 
     def sync_send(self, group, data):
+        data = _with_ready_extra(data)
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -82,7 +109,7 @@ def _install_ready_record(ChannelLayer) -> None:
     original_send = ChannelLayer.send
 
     async def send(self, group, data):
-        if data == READY:
+        if is_ready(data):
             note_ready(group)
         await original_send(self, group, data)
 

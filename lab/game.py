@@ -19,6 +19,7 @@ from lab import baked_lookups, channels, matching, timeout_worker  # noqa: F401 
 from lab.pages import TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_settings import GAME_APPS, forget_session_id, params, params_of
+from lab.wait_for_all import MovesEveryoneOn
 
 
 # Game apps are imported by every oTree process, the timeout worker included.
@@ -102,7 +103,19 @@ def settle_round(player, associate_choice: str) -> None:
     own_points, associate_points = protocol.PAYOFFS[(player.choice, associate_choice)]
     player.associate_choice = associate_choice
     player.associate_payoff = associate_points
-    player.payoff = own_points  # last: oTree's setter reads the participant, which flushes the rest
+    set_payoff(player, own_points)
+
+
+def set_payoff(player, points) -> None:
+    """``player.payoff = points`` as oTree's setter keeps it (the participant's total moves by the
+    same amount), without the commit that setter makes: a commit in the middle of a page request
+    writes the rows so far, expires every row the request has read (each is read again on its
+    next use) and, on SQLite, syncs the file to disk, once per payoff. The request's own commit
+    writes the payoff with everything else the request changed, in one transaction."""
+    points = 0 if points is None else points
+    delta = points - player._payoff
+    player._payoff += delta
+    player.participant.payoff += delta
 
 
 def settle_pair(group) -> None:
@@ -261,8 +274,9 @@ def shared_pages(app_module: str, game: str, *, choices, start_round) -> SimpleN
         def vars_for_template(player):
             return intro_vars(player, game)
 
-    class RoundStart(TranslatedWait, WaitPage):
-        """Every round starts together, so agents and humans are re-matched in step."""
+    class RoundStart(MovesEveryoneOn, TranslatedWait, WaitPage):
+        """Every round starts together, so agents and humans are re-matched in step; the
+        request that completes it moves everyone on (lab/wait_for_all.py)."""
 
         wait_for_all_groups = True
         body_key = "common_waiting_all"

@@ -16,6 +16,7 @@ from lab import agent_pages, exports, i18n
 from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
+from lab.wait_for_all import MovesEveryoneOn
 
 doc = __doc__
 
@@ -84,11 +85,11 @@ def settle_payments(subsession: Subsession):
         player.payout = protocol.payout(points, correct, show_up_fee=p.participation_fee,
                                         currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus)
         # oTree's payments page: fee + all payoffs x rate; the bonus enters as points.
-        player.payoff = cu(correct * p.norm_bonus / p.currency_per_point)
+        lab_game.set_payoff(player, cu(correct * p.norm_bonus / p.currency_per_point))
 
 
 # PAGES
-class AllFinished(WaitPage):
+class AllFinished(MovesEveryoneOn, WaitPage):
     wait_for_all_groups = True
     after_all_players_arrive = settle_payments
 

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from tests.browser_participant import PAGE_RE, WAIT_PAGES, Script, answer, launch_browser, leave
+from tests.browser_participant import PAGE_RE, WAIT_PAGES, Script, answer, arrive, launch_browser, leave
 
 READY = '{"status": "ready"}'
 SLOW_SERVER_SECONDS = 1.5
@@ -103,3 +103,40 @@ def test_the_wait_pages_timer_does_not_abort_a_reload_under_way(lab_server):
     assert aborted == []
     assert len(documents) == 1, documents
     assert landed == "Read1"  # participant 2's time ran out, so participant 1 reads on
+
+
+@pytest.mark.browser
+@pytest.mark.server
+def test_a_round_start_takes_the_waiting_page_straight_to_the_next(lab_server):
+    """RoundStart (lab/wait_for_all.py): the page waiting there goes to the next page in one
+    request when the last participant arrives, instead of reloading the wait page to be
+    redirected (two requests, 71 at once in a lab of 72)."""
+    from playwright.async_api import async_playwright
+
+    server = lab_server()
+    session = server.create_session("hh_uninformed_wc_first", 2, rounds_per_game=1, language="en",
+                                    message_1_seconds=60, read_1_seconds=60, message_2_seconds=60,
+                                    read_2_seconds=60, decision_seconds=60, result_seconds=60)
+    first, last = (server.start_url(p["code"]) for p in session["participants"])
+
+    async def run():
+        async with async_playwright() as playwright:
+            browser = await launch_browser(playwright)
+            waiting, arriving = [await (await browser.new_context()).new_page() for _ in range(2)]
+            await _advance_to(waiting, first, "RoundStart")
+            await waiting.wait_for_timeout(500)  # its socket has joined the wait
+            documents = []
+            waiting.on("request", lambda r: documents.append((r.url, r.redirected_from is not None))
+                       if r.resource_type == "document" else None)
+            await _advance_to(arriving, last, "Message1")
+            await arrive(waiting, re.compile(r"/Message1/"), 30)
+            await waiting.wait_for_load_state("load")
+            title = await waiting.title()
+            await browser.close()
+            return documents, title
+
+    documents, title = asyncio.run(run())
+    assert len(documents) == 1, documents
+    url, was_redirected = documents[0]
+    assert "/Message1/" in url and not was_redirected
+    assert title  # the page itself arrived, not an error

@@ -7,6 +7,7 @@ not yet finished by the server's loop: the moment that froze the whole server un
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -187,3 +188,33 @@ def test_groups_told_ready_are_forgotten_after_a_lab_day(monkeypatch):
     channels.note_ready("wait-page-old", now=1000.0)
     channels.note_ready("wait-page-new", now=1000.0 + channels.TOLD_READY_KEPT_SECONDS + 1)
     assert not channels.was_told_ready("wait-page-old") and channels.was_told_ready("wait-page-new")
+
+
+def test_a_ready_push_carries_where_the_waiting_went_and_other_pushes_are_untouched():
+    """lab/wait_for_all.py: within ``ready_says``, this thread's 'ready' pushes carry the
+    destination (pages that know it go straight there); other messages, other threads and
+    pushes after the block are as oTree sends them."""
+    layer = channel_utils.ChannelLayer()
+    with ServerLoop() as server:
+        protocol, sent = server.run(connecting_socket(layer))
+        protocol.handshake_completed_event.set()
+        monitor_update = {"type": "update_waiting_for_list", "ids": [1]}
+
+        def page_request():
+            with channels.ready_says(to="game_with_chat/Message1/3", nothing=None):
+                layer.sync_send(GROUP, monitor_update)
+                layer.sync_send(GROUP, READY)
+                other_thread = threading.Thread(target=lambda: layer.sync_send(GROUP, READY))
+                other_thread.start()
+                other_thread.join()
+            layer.sync_send(GROUP, READY)
+
+        push_from_page_thread(page_request)
+        deadline = time.monotonic() + 5
+        while len(sent) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        received = [json.loads(frame) for frame in sent]
+        assert received[0] == monitor_update
+        assert {"status": "ready", "to": "game_with_chat/Message1/3"} in received
+        assert received.count(READY) == 2 and len(received) == 4
+        assert channels.was_told_ready(GROUP)

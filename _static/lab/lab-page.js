@@ -122,13 +122,29 @@
   };
   window.addEventListener('pagehide', function () { leaving = true; });
   window.addEventListener('beforeunload', function () { leaving = true; navigatingSince = Date.now(); });
+  // {"status": "ready", "to": "app/Page/index"}: this participant's next page, else null.
+  var PAGE_ADDRESS = /^[A-Za-z0-9_]+\/[A-Za-z0-9_]+\/[0-9]+$/;
+  function movedTo(text) {
+    var data;
+    try { data = JSON.parse(text); } catch (e) { return null; }
+    if (!data || data.status !== 'ready' || typeof data.to !== 'string' || !PAGE_ADDRESS.test(data.to)) return null;
+    var here = window.location.pathname.match(/^\/p\/[^/]+\//);
+    return here ? here[0] + data.to : null;
+  }
   var NativeWebSocket = window.WebSocket;
   if (NativeWebSocket) {
     var Watched = function (url, protocols) {
       var socket = protocols === undefined ? new NativeWebSocket(url) : new NativeWebSocket(url, protocols);
       // Registered before oTree's own handler, so it can keep a message from reaching it.
       socket.addEventListener('message', function (event) {
-        if (window.labNavigating()) event.stopImmediatePropagation();
+        if (window.labNavigating()) { event.stopImmediatePropagation(); return; }
+        var destination = movedTo(event.data);
+        if (destination) {
+          // A wait page for everyone has moved this participant on (lab/wait_for_all.py): go
+          // straight to the next page instead of reloading this one to be redirected there.
+          event.stopImmediatePropagation();
+          window.location.replace(destination);
+        }
       });
       socket.addEventListener('close', function () {
         if (leaving || submitting) return;
