@@ -50,7 +50,7 @@ from agents.agent import PENDING, CallJournal, PersonaAgent
 from agents.config import ModelConfig
 from agents.models import Budget, build_model
 from agents.types import CallRecord, CallStatus, ModelReply, TurnKind, TurnResult, TurnStatus
-from lab import channels
+from lab import baked_lookups, channels
 from lab import game as lab_game
 from lab.session_settings import GAME_APPS, params, params_of, session_code_of
 
@@ -342,9 +342,27 @@ def _seat(player, tables: GameTables):
     memo = _request_memo()
     key = ("seat", tables.game, player.session_id, player.agent_seat)
     if key not in memo:
-        memo[key] = tables.AgentSeat.filter(subsession=_first_subsession(player.subsession),
-                                            seat=player.agent_seat)[0]
+        from otree.database import db
+
+        memo[key] = baked_lookups.cached_all(db._db, tables.AgentSeat, dict(
+            subsession_id=_first_subsession_id(player), seat=player.agent_seat))[0]
     return memo[key]
+
+
+# (session code, game app) -> the id of the game's round-1 subsession, where the seats hang.
+_FIRST_SUBSESSION_IDS: dict[tuple, int] = {}
+
+
+def _first_subsession_id(player) -> int:
+    """The id of the round-1 subsession of the player's game, without loading the player's own
+    subsession row (a settling page needs nothing else of it); it never changes."""
+    key = (session_code_of(player), type(player).__module__)
+    if key not in _FIRST_SUBSESSION_IDS:
+        if player.round_number == 1:
+            _FIRST_SUBSESSION_IDS[key] = player.subsession_id
+        else:
+            _FIRST_SUBSESSION_IDS[key] = _first_subsession(player.subsession).id
+    return _FIRST_SUBSESSION_IDS[key]
 
 
 def _first_subsession(subsession):
@@ -369,6 +387,13 @@ def _session_model(session):
     if found is not None:
         return found
     return ENGINE.model(session.code, model_config(session), budget_limit(session), lambda: session_spent(session))
+
+
+def _session_model_of(player):
+    """The model of the player's session, by the session's code: once the model is built, the
+    session row (its config and vars) is not loaded for it."""
+    found = ENGINE.session_model(session_code_of(player))
+    return found if found is not None else _session_model(player.session)
 
 
 def session_spent(session) -> float:
@@ -464,7 +489,7 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
     kind, round_number = row.kind, player.round_number
     sends = not isinstance(model, _NoTimeLeft)
     journal = call_journal() if sends else None
-    context = (player.session.code, tables.game, player.id)
+    context = (session_code_of(player), tables.game, player.id)
     key = turn_key(player, tables, kind)
 
     async def run_turn():
@@ -573,7 +598,7 @@ def engine_lag_seconds() -> float:
 
 
 def _submit(player, tables: GameTables, row, turn_inputs: dict, after_page_burst: bool = False) -> None:
-    model = _session_model(player.session)
+    model = _session_model_of(player)
     deadline = time.monotonic() + (row.deadline_at - time.time()) + engine_lag_seconds()
     ENGINE.submit(turn_key(player, tables, row.kind),
                   _turn_coroutine(player, tables, row, turn_inputs, model, deadline, after_page_burst))
@@ -592,7 +617,7 @@ class _NoTimeLeft:
 def _settle_by_fallback(player, tables: GameTables, row) -> None:
     """Resolve a turn now, as a late human's: the agent records its fallback in its memory."""
     ENGINE.forget(turn_key(player, tables, row.kind))
-    model = _NoTimeLeft(_session_model(player.session).settings)
+    model = _NoTimeLeft(_session_model_of(player).settings)
     run_turn = _turn_coroutine(player, tables, row, inputs(player, tables, row.kind) or {}, model, time.monotonic())
     # Runs in this hook's thread; nothing is sent, so it returns at once.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
@@ -632,7 +657,7 @@ def _store_call(player, tables: GameTables, record: dict) -> None:
     record = dict(record)
     record["parameters"] = json.dumps(record["parameters"], ensure_ascii=False)
     record["messages"] = json.dumps(record["messages"], ensure_ascii=False)
-    tables.LlmCall.create(player=player, session_code=player.session.code, **record)
+    tables.LlmCall.create(player=player, session_code=session_code_of(player), **record)
 
 
 # --- Server start --------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ paid about twice what a plain oTree PD's do, on every request (issue 14's profil
 Here these lookups take the cached path when every criterion is an equality on a column or on a
 many-to-one link to a saved row, with no ``None`` (``IS NULL`` is not a bound value): the same
 WHERE clause, the same rows in the same order and the same errors (``NoResultFound``,
-``MultipleResultsFound``, the 404). Anything else goes through oTree's own code, unchanged.
+``MultipleResultsFound``, the 404). Anything else goes through oTree's own code, unchanged. A
+player looked up by participant and round is read once per request (``_player_key``).
 """
 
 from __future__ import annotations
@@ -92,6 +93,21 @@ def cached_all(session, model, values: dict):
     return NotImplemented if query is None else query.all()
 
 
+def _player_key(model, values: dict):
+    """A player looked up by participant and round, as oTree does for every page of a request
+    (the page requested, then each page it steps over as it moves the participant on): the same
+    row every time (one player per participant and round, and neither ever changes), so within
+    a request (one database session, ``info`` is its own) it is read once. None for any other
+    lookup."""
+    from otree.models import BasePlayer
+
+    participant_id = getattr(values.get("participant"), "id", None)
+    if values.keys() != {"participant", "round_number"} or participant_id is None \
+            or not issubclass(model, BasePlayer):
+        return None
+    return model, participant_id, values["round_number"]
+
+
 def install() -> None:
     """Patch ``AnyModel.objects_get``, ``ExtraModel.filter`` and ``DBWrapper.get_or_404``
     (idempotent)."""
@@ -105,8 +121,15 @@ def install() -> None:
 
     def objects_get(cls, *args, **kwargs):
         if not args:
-            row = cached_one(database.db._db, cls, kwargs)
+            session = database.db._db
+            key = _player_key(cls, kwargs)
+            players = session.info.setdefault("lab_players", {}) if key is not None else None
+            if key is not None and key in players and players[key] in session:
+                return players[key]
+            row = cached_one(session, cls, kwargs)
             if row is not NotImplemented:
+                if key is not None:
+                    players[key] = row
                 return row
         return original_objects_get(cls, *args, **kwargs)
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from otree.api import Page, WaitPage
 
 import protocol
-from lab import baked_lookups, channels, matching, timeout_worker  # noqa: F401  (baked_lookups, channels: patched at import)
+from lab import baked_lookups, channels, matching, static_urls, timeout_worker  # noqa: F401  (patches at import)
 from lab.pages import TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_settings import GAME_APPS, forget_session_id, params, params_of

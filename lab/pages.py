@@ -89,9 +89,20 @@ def lab_reconnecting_text(self) -> str:
     return i18n.text(params_of(self.player).language, "connection_lost")
 
 
-class TranslatedTimer(ServerDeadline):
-    """Mixin for Page classes: oTree's timer caption in the session's language, and the
-    server's deadline (ServerDeadline)."""
+class PlayerFormOnly:
+    """Mixin for Page classes whose form is the player's: oTree's ``get_object`` builds a table
+    of every form model it knows, the player's group included, so every showing and every
+    submission of a form page read the group row for nothing."""
+
+    def get_object(self):
+        if self.form_model == "player":
+            return self.player
+        return super().get_object()
+
+
+class TranslatedTimer(PlayerFormOnly, ServerDeadline):
+    """Mixin for Page classes: oTree's timer caption in the session's language, the server's
+    deadline (ServerDeadline), and a player form that reads no group (PlayerFormOnly)."""
 
     lab_reconnecting_text = lab_reconnecting_text
 
