@@ -25,6 +25,14 @@
    task whose request the server answered with an error (a 5xx: it was busy too) is retried a
    few times before it is dropped as oTree drops it. Running a task twice is harmless: it
    submits or loads a page only if the participant is still on it.
+
+4. After every wait page, oTree's worker loads, 10 s later, the page each of its participants
+   should be on, so that a closed tab's next page starts its timer. It loads it whether or not
+   the participant's own browser has long since shown it: at a round start that was some 50
+   renders of Message1 ten seconds in, queued with the participants' own submissions (the
+   bench's server trace, issue 14). A page whose timer is already running (oTree notes the
+   page index when it first shows a page, in the transaction that schedules its timeout) is
+   left alone; every other participant is visited as oTree visits them.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import re
 import sys
 import time
 from urllib.error import HTTPError, URLError
+from urllib.parse import urljoin
 
 # An outage of a lab morning is minutes; a session left for longer is not resumed by timeouts.
 RESUME_OVERDUE_WITHIN_SECONDS = 3600
@@ -74,6 +83,7 @@ def release_database_before_requests() -> None:
         otree.tasks.get = committing(otree.tasks.get)
         otree.tasks.Worker.__init__ = _resuming_init
         otree.tasks.Worker.listen = _listen
+        otree.tasks.Worker.ensure_pages_visited = _ensure_pages_visited
         otree.tasks._lab_patched = True
 
 
@@ -150,6 +160,25 @@ def run_due_tasks(worker, failures: dict[int, int]) -> int:
         logger.warning("timeout worker: database error, its due tasks stay for the next poll: %s",
                        str(exc).splitlines()[0])
     return done
+
+
+def _ensure_pages_visited(self, participant_pks, page_index):
+    """oTree's task (fix 4): each participant still at most one page past ``page_index`` gets
+    the page they should be on loaded, unless that page has already been shown."""
+    from otree.tasks import get
+
+    for participant in unvisited_participants(participant_pks, page_index):
+        get(urljoin(self.base_url, participant._url_i_should_be_on()))
+
+
+def unvisited_participants(participant_pks, page_index) -> list:
+    """The participants oTree's task would visit (the +1 is oTree's, for a participant who has
+    just been moved on), less those whose current page has been shown (its timer is running)."""
+    from otree.models.participant import Participant
+
+    candidates = Participant.objects_filter(Participant.id.in_(participant_pks),
+                                            Participant._index_in_pages <= page_index + 1)
+    return [p for p in candidates if p._timeout_page_index != p._index_in_pages]
 
 
 def _server_was_busy(exc: BaseException) -> bool:
