@@ -33,7 +33,9 @@ With --database-url (a PostgreSQL server URL), every run gets a new database nex
 after the run.
 LAB_BENCH_THINK_SCALE=0.2 shortens every think time (a quick smoke run; not for the figures).
 --profile DIR samples each run's server with py-spy (``pip install py-spy``) into DIR/<run>.txt;
---trace DIR writes every page load of each run to DIR/<run>.csv.
+--trace DIR writes every page load of each run to DIR/<run>.csv, and the server's side of every
+request (its wait for oTree's lock, its time holding it) and every full garbage collection to
+DIR/<run>.server.csv (bench/server_trace.py).
 """
 
 from __future__ import annotations
@@ -79,6 +81,16 @@ BENCH_SETTINGS = f"""
 exec(compile(open({str(BENCH.parent / 'settings.py')!r}).read(), "settings.py", "exec"))
 SESSION_CONFIGS = [dict(c, app_sequence=c["app_sequence"][1:3]) for c in SESSION_CONFIGS]
 """
+# Both projects' settings (read by the server before it builds its app): with --trace, the
+# server writes its own side of every request (bench/server_trace.py).
+SERVER_TRACE_SETTINGS = f"""
+import os as _os
+if _os.environ.get("LAB_BENCH_SERVER_TRACE"):
+    import sys as _sys
+    _sys.path.insert(0, {str(BENCH)!r})
+    import server_trace as _server_trace
+    _server_trace.install(_os.environ["LAB_BENCH_SERVER_TRACE"])
+"""
 
 
 class BenchParticipant(HttpParticipant):
@@ -104,9 +116,11 @@ class BenchParticipant(HttpParticipant):
                 rounds[app] = rounds.get(app, 0) + 1
             if page in WAITS_FOR_ASSOCIATE or page == "RoundStart":
                 sent, landed, started = self.last_sent, time.time(), time.monotonic()
-                self.wait_on_wait_page(response)
+                moved_to = self.wait_on_wait_page(response)
                 self.landings.append((app, page, rounds.get(app, 0), sent, landed, time.monotonic() - started))
-                response = self._request("GET", response.url, page)
+                # As the page's script does: straight to the page the push names, else a reload.
+                url = f"{self.base_url}/p/{self.code}/{moved_to}" if moved_to else response.url
+                response = self._request("GET", url, page)
                 continue
             time.sleep(THINK_SCALE * self.rng.uniform(*THINK.get(page, (0.2, 0.5))))
             response = self._request("POST", response.url, page, data=self.answer(page))
@@ -122,21 +136,22 @@ class BenchParticipant(HttpParticipant):
         return response
 
     def wait_on_wait_page(self, response):
-        """As oTree's wait page does in a browser: wait for 'ready' on its websocket."""
+        """As the wait page does in a browser: wait for 'ready' on its websocket. Returns the
+        page the push says this participant was moved to ('app/Page/index'), if it says."""
         socket_path = WAIT_SOCKET.search(response.text)
         if socket_path is None:
             return super().wait_on_wait_page(response)
         ws_url = self.base_url.replace("http://", "ws://") + socket_path.group(1).replace("&amp;", "&")
-        asyncio.run(_wait_for_ready(ws_url))
+        return asyncio.run(_wait_for_ready(ws_url))
 
 
-async def _wait_for_ready(ws_url: str, timeout: float = 300) -> None:
+async def _wait_for_ready(ws_url: str, timeout: float = 300):
     async with websockets.connect(ws_url, max_size=None) as ws:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             message = json.loads(await asyncio.wait_for(ws.recv(), timeout=deadline - time.monotonic()))
             if message.get("status") == "ready" or message.get("error"):
-                return
+                return message.get("to")
 
 
 # As a lab runs the server (README, "Running a real lab session"): oTree's production mode, which
@@ -185,15 +200,18 @@ def turn_finish_times(database_url: str, workdir: Path) -> dict:
 def plain_project(work: Path) -> Path:
     work.mkdir(parents=True)
     for entry in (BENCH / "plain_otree").iterdir():
-        if entry.name != "__pycache__":
+        if entry.name not in ("__pycache__", "settings.py"):
             (work / entry.name).symlink_to(entry)
+    settings = BENCH / "plain_otree" / "settings.py"
+    (work / "settings.py").write_text(
+        f"exec(compile(open({str(settings)!r}).read(), 'settings.py', 'exec'))\n" + SERVER_TRACE_SETTINGS)
     return work
 
 
 def lab_project(work: Path) -> Path:
     make_project_copy(work)
     (work / "settings.py").unlink()
-    (work / "settings.py").write_text(BENCH_SETTINGS)
+    (work / "settings.py").write_text(BENCH_SETTINGS + SERVER_TRACE_SETTINGS)
     return work
 
 
@@ -238,8 +256,12 @@ def run(kind: str, participants: int, rounds: int, latency: float = 0.0, databas
             if kind == "hf":
                 fields.update(llm_provider="openai_compatible", llm_model="fake-gpt", llm_base_url=fake.base_url_openai,
                               llm_api_key_env="FAKE_LLM_KEY", llm_requests_per_minute=6000, session_budget=0)
+        server_trace = dict(LAB_BENCH_SERVER_TRACE=str(Path(trace).with_suffix(".server.csv"))) if trace else {}
+        if trace:
+            Path(trace).parent.mkdir(parents=True, exist_ok=True)
+            Path(server_trace["LAB_BENCH_SERVER_TRACE"]).unlink(missing_ok=True)
         server = LabServer(workdir, database_url, FAKE_LLM_KEY="bench-dummy-key",
-                           LAB_MAX_ROUNDS_PER_GAME=str(rounds), **PRODUCTION).start()
+                           LAB_MAX_ROUNDS_PER_GAME=str(rounds), **server_trace, **PRODUCTION).start()
         try:
             session = create_session(server, config, participants, rounds_per_game=rounds, **LIMITS, **fields)
             players = [BenchParticipant(server.base_url, p["code"]) for p in session["participants"]]
