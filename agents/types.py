@@ -97,7 +97,14 @@ class CallRecord:
     flags: str = ""  # comma-separated: message_too_long, message_cut, ambiguous_choice, ...
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The record as plain data: its own copy of every field, the parameters and each
+        message included. Not ``dataclasses.asdict``, whose generic deep copy took 92 µs for a
+        ten-message record against 5 µs here, and the lab takes this dict five times per call
+        (the journal twice, the engine's in-flight table twice, the call's row once)."""
+        d = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        d["parameters"] = dict(self.parameters)
+        d["messages"] = [dict(message) for message in self.messages]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CallRecord":

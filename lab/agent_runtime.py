@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -154,6 +155,10 @@ def call_journal() -> Optional[CallJournalFile]:
 
 
 # --- The engine: a thread with its own event loop ----------------------------------------------
+# Python's GIL switch interval once the engine runs (see AgentEngine._ensure_loop); default 5 ms.
+ENGINE_SWITCH_INTERVAL_SECONDS = 0.0005
+
+
 class AgentEngine:
     """Runs agent turns off oTree's loop. Futures are keyed so that a turn is never started twice."""
 
@@ -172,6 +177,13 @@ class AgentEngine:
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None:
+                # With the engine's thread busy (72 replies arriving together), a page's thread,
+                # which lets go of the GIL at every database call, waited up to Python's switch
+                # interval (5 ms) to get it back each time. Measured in bench/lab_load.py, two
+                # interleaved repetitions each: H-F page p95 0.54/0.51 s -> 0.41/0.44 s (instant
+                # agents) and 0.59/0.35 -> 0.39/0.32 s (5 s agents), CPU 5-10 % lower. Only
+                # once agents run: without them (H-H) it cost a few percent of CPU.
+                sys.setswitchinterval(ENGINE_SWITCH_INTERVAL_SECONDS)
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="agent-engine", daemon=True).start()
                 self._loop = loop
@@ -186,9 +198,12 @@ class AgentEngine:
                 self._futures[key] = future
             return future
 
+    # The two reads below take no lock: a page asks them while it holds oTree's lock, and a lock
+    # the engine thread holds hands the GIL over and waits for it back, up to Python's switch
+    # interval (0.3 ms a call on average in a settling page's profile, issue 14). One dict read
+    # is atomic in CPython; ``outcome`` tolerates the entry changing between its two reads.
     def future(self, key: str) -> Optional[concurrent.futures.Future]:
-        with self._lock:
-            return self._futures.get(key)
+        return self._futures.get(key)
 
     def forget(self, key: str) -> None:
         with self._lock:
@@ -205,12 +220,11 @@ class AgentEngine:
                 self._outcomes[key] = outcome
 
     def outcome(self, key: str) -> Optional[tuple]:
-        """A running turn's (TurnResult, memory) once it has its answer, else None."""
-        with self._lock:
-            found = self._outcomes.get(key)
-            future = self._futures.get(key)
+        """A running turn's (TurnResult, memory as JSON) once it has its answer, else None."""
+        found = self._outcomes.get(key)
         if found is not None:
             return found
+        future = self._futures.get(key)
         return future.result() if future is not None and future.done() else None
 
     # --- the calls of running turns (written on the engine thread, read by the pages) ----------
@@ -413,11 +427,17 @@ def turn_key(player, tables: GameTables, kind: str) -> str:
 
 
 def find_turn(player, tables: GameTables, kind: str):
+    """The agent's ``kind`` turn against ``player``, or None. A settling page asks for two or
+    three kinds of the same player, so the player's turns (three at most) are read together."""
     memo = _request_memo()
     key = ("turn", tables.game, player.id, kind)
     if key not in memo:
-        rows = tables.AgentTurn.filter(player=player, kind=kind)
-        memo[key] = rows[0] if rows else None
+        found: dict = {}
+        for row in tables.AgentTurn.filter(player=player):
+            found.setdefault(row.kind, row)  # the first of a kind, by id
+        for turn_kind in TURN_STAGE:  # a turn created in this request is in the memo already
+            memo.setdefault(("turn", tables.game, player.id, turn_kind), found.get(turn_kind))
+        memo[key] = found.get(kind)
     return memo[key]
 
 
@@ -483,9 +503,9 @@ def ensure_turn(player, tables: GameTables, kind: str):
 
 def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, deadline: float,
                     after_page_burst: bool = False):
-    """The turn as a coroutine on a copy of the settled memory: (TurnResult, new memory).
+    """The turn as a coroutine on a copy of the settled memory: (TurnResult, new memory as JSON).
     ``after_page_burst``: a round's first turn, which lets the round start's page loads go first."""
-    seat_state = json.loads(_seat(player, tables).state)
+    seat_state = _seat(player, tables).state  # parsed on the engine's thread, not the page's
     kind, round_number = row.kind, player.round_number
     sends = not isinstance(model, _NoTimeLeft)
     journal = call_journal() if sends else None
@@ -495,7 +515,7 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
     async def run_turn():
         if sends and after_page_burst:
             await yield_to_page_bursts(deadline)
-        agent = PersonaAgent.from_state(seat_state, model)
+        agent = PersonaAgent.from_state(json.loads(seat_state), model)
         if sends:
             agent.journal = _TurnJournal(journal, context, key)
         if kind == TurnKind.MESSAGE_1.value:
@@ -504,7 +524,8 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
             result = await agent.message_2(round_number, deadline=deadline, **turn_inputs)
         else:
             result = await agent.decide(round_number, deadline=deadline, **turn_inputs)
-        outcome = result, agent.to_state()
+        # The new memory as the seat stores it, serialised here rather than in the settling page.
+        outcome = result, json.dumps(agent.to_state(), ensure_ascii=False)
         if sends:
             ENGINE.publish(key, outcome)
         return outcome
@@ -628,7 +649,7 @@ def _settle_by_fallback(player, tables: GameTables, row) -> None:
 def settle(player, tables: GameTables, row, outcome: tuple) -> None:
     """Write a finished turn: its row, its calls, the agent's memory, its message or choice."""
     result: TurnResult
-    result, new_state = outcome
+    result, new_state_json = outcome
     ENGINE.forget(turn_key(player, tables, row.kind))
     row.status = result.status
     row.text = result.text
@@ -641,7 +662,7 @@ def settle(player, tables: GameTables, row, outcome: tuple) -> None:
     if journal is not None:
         journal.forget([call.call_id for call in result.calls])
     seat = _seat(player, tables)
-    seat.state = json.dumps(new_state, ensure_ascii=False)
+    seat.state = new_state_json
     seat.updated_at = time.time()
     if row.kind in (TurnKind.MESSAGE_1.value, TurnKind.MESSAGE_2.value):
         sent = result.text is not None

@@ -48,10 +48,13 @@ def check_agent_turn(player, kind: str) -> None:
     """Past the wait for an agent associate: its turn is settled and on the record."""
     from otree.common import get_models_module
 
-    from lab.agent_runtime import FINAL_STATUSES, find_turn
+    from lab.agent_runtime import FINAL_STATUSES
 
     tables = get_models_module(type(player).__module__.split(".")[0]).TABLES
-    turn = find_turn(player, tables, kind)
+    # Read afresh: a bot's checks share one database session across the pages it submits, so
+    # the pages' per-request memo (agent_runtime.find_turn) would answer from an earlier page.
+    turns = tables.AgentTurn.filter(player=player, kind=kind)
+    turn = turns[0] if turns else None
     expect(turn is not None and turn.status in FINAL_STATUSES, True)
     if kind == "decision":
         expect(turn.choice, "in", protocol.CHOICES)
