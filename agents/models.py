@@ -176,11 +176,11 @@ class _ClientShards:
 
     The SDKs' HTTP pool (httpcore) checks every idle connection it holds, with a system call
     each, whenever it hands out or takes back a connection. A lab's 72 agents calling at once
-    leave 72 connections in one pool, so each request then paid for 72 checks, twice: 0.6 ms of
-    CPU per call with 2 s replies, on the thread all agents share, which also shares the GIL
-    with oTree's pages (/tmp bench of 432 turns: 2.32 ms a turn against 1.69 with instant
-    replies). Spread over ``CLIENT_SHARDS`` clients, each pool holds a few; connections are kept
-    alive as before."""
+    leave 72 connections in one pool, so each request then paid for 72 checks, twice: with 5 s
+    replies that was 22 % of the engine thread's samples (py-spy under bench/lab_load.py), on
+    the thread all agents share, which also shares the GIL with oTree's pages. Spread over
+    ``CLIENT_SHARDS`` clients, each pool holds a few (the checks per call fell from 73 to 10 in
+    a profile of 432 turns); connections are kept alive as before."""
 
     def __init__(self, factory: Callable[[], Any], count: int) -> None:
         self.clients = [factory() for _ in range(count)]
