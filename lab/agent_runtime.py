@@ -19,7 +19,7 @@ Design (README, "Agents in the lab"):
   human who stays on a page after a kill -9 still gets the agent's answer.
 - Every model call is journaled (``CallJournalFile``: a small SQLite file of its own, written
   from the agent thread) before it is sent and again when it returns; settling a turn moves its
-  calls into ``LlmCall``. At start, calls journaled by a killed server are moved too, those
+  calls into ``LlmCall`` (the journal's rows go once that is committed). At start, calls journaled by a killed server are moved too, those
   still in flight as status ``interrupted`` with an estimated cost, so cost and the budget count
   every call the provider may bill.
 - A page that settles a turn by the fallback while it still runs (``settle_or_fallback``) puts
@@ -72,8 +72,8 @@ class CallJournalFile:
 
     Not oTree's database: its one connection belongs to the request being served, and writes
     from the agent thread would race the pages' commits. One row per call: ``pending`` when
-    sent, ``done`` when it returned, deleted once the settled turn's ``LlmCall`` rows are in the
-    database. WAL with synchronous=NORMAL: a committed row survives the process being killed.
+    sent, ``done`` when it returned, deleted once the settled turn's ``LlmCall`` rows are committed
+    (``forget_when_committed``). WAL with synchronous=NORMAL: a committed row survives the process being killed.
     """
 
     def __init__(self, path: str) -> None:
@@ -140,6 +140,48 @@ def journal_path() -> str:
         return os.environ["LAB_CALL_JOURNAL"]
     database = os.environ.get("DATABASE_URL") or "sqlite:///db.sqlite3"
     return f"llm_call_journal-{hashlib.sha256(database.encode()).hexdigest()[:8]}.sqlite3"
+
+
+def forget_when_committed(call_ids: list[str]) -> None:
+    """Drop these calls from the journal once the transaction holding their ``LlmCall`` rows
+    has committed: a request that dies (kill -9) or rolls back before its commit leaves them in
+    the journal, for ``recover_journaled_calls`` at the next start (which skips a call already on
+    record). Dropped before the commit, they were lost with it."""
+    if call_ids:
+        from otree.database import db
+
+        _listen_to_commits()
+        db._db.info.setdefault(_FORGET_WHEN_COMMITTED, []).extend(call_ids)
+
+
+_FORGET_WHEN_COMMITTED = "lab_journal_calls_to_forget"
+_listening_to_commits = False
+
+
+def _forget_committed_calls(session) -> None:
+    call_ids = session.info.pop(_FORGET_WHEN_COMMITTED, None)
+    journal = call_journal() if call_ids else None
+    if journal is not None:
+        journal.forget(call_ids)
+
+
+def _keep_calls_of_rolled_back(session) -> None:
+    session.info.pop(_FORGET_WHEN_COMMITTED, None)
+
+
+def _listen_to_commits() -> None:
+    """Once per process, on oTree's sessions (imported here, not at module import: the module
+    is also used where oTree's database is not set up)."""
+    global _listening_to_commits
+    with _journal_lock:
+        if _listening_to_commits:
+            return
+        from otree.database import DBSession
+        from sqlalchemy import event
+
+        event.listen(DBSession, "after_commit", _forget_committed_calls)
+        event.listen(DBSession, "after_rollback", _keep_calls_of_rolled_back)
+        _listening_to_commits = True
 
 
 def call_journal() -> Optional[CallJournalFile]:
@@ -658,9 +700,7 @@ def settle(player, tables: GameTables, row, outcome: tuple) -> None:
     row.finished_at = result.finished_at
     for call in result.calls:
         _store_call(player, tables, call.to_dict())
-    journal = call_journal()
-    if journal is not None:
-        journal.forget([call.call_id for call in result.calls])
+    forget_when_committed([call.call_id for call in result.calls])
     seat = _seat(player, tables)
     seat.state = new_state_json
     seat.updated_at = time.time()
@@ -718,7 +758,7 @@ def recover_journaled_calls(tables_by_game: Optional[dict] = None) -> int:
                 record["flags"] = ",".join(filter(None, [record.get("flags"), "interrupted"]))
             _store_call(player, tables, record)
         moved.append(record["call_id"])
-    journal.forget(moved)
+    forget_when_committed(moved)
     return len(moved)
 
 
@@ -839,8 +879,7 @@ def _abandon_calls(player, tables: GameTables, row) -> None:
         else:
             done.append(record["call_id"])
         _store_call(player, tables, record)
-    if journal is not None:
-        journal.forget(done)
+    forget_when_committed(done)
 
 
 def mark_abandoned(record: dict, cost: Optional[float]) -> dict:
