@@ -379,7 +379,8 @@ def bench_database(admin_url: str, label: str):
 
 def describe(label: str, r: dict) -> str:
     line = (f"{label:<28} page p50 {r['p50']:.3f} s  p95 {r['p95']:.3f} s  p99 {r['p99']:.3f} s  "
-            f"(past the start {r['p95_past_start']:.3f} s)  server CPU {r['cpu_per_round']:.3f} s/participant-round  {r['requests_per_round']:.1f} requests/participant-round")
+            f"(past the start {r['p95_past_start']:.3f} s)  server CPU {r['cpu_per_round']:.3f} s/participant-round  "
+            f"{r['requests_per_round']:.1f} requests/participant-round")
     if r["kind"] == "hf":
         line += (f"  agent-wait landings {r['agent_wait_landings']} ({r['landed_although_answered']} after the agent "
                  f"had answered, {r['answered_in_flight']} answered while the request was in flight)  "

@@ -19,9 +19,9 @@ Design (README, "Agents in the lab"):
   human who stays on a page after a kill -9 still gets the agent's answer.
 - Every model call is journaled (``CallJournalFile``: a small SQLite file of its own, written
   from the agent thread) before it is sent and again when it returns; settling a turn moves its
-  calls into ``LlmCall`` (the journal's rows go once that is committed). At start, calls journaled by a killed server are moved too, those
-  still in flight as status ``interrupted`` with an estimated cost, so cost and the budget count
-  every call the provider may bill.
+  calls into ``LlmCall`` (the journal's rows go once that is committed). At start, calls
+  journaled by a killed server are moved too, those still in flight as status ``interrupted``
+  with an estimated cost, so cost and the budget count every call the provider may bill.
 - A page that settles a turn by the fallback while it still runs (``settle_or_fallback``) puts
   its calls on record at once, those in flight as ``abandoned`` with the same estimate (prompt +
   ``max_tokens``), charged to the session's budget before the turn is cancelled: no call is sent
@@ -72,8 +72,9 @@ class CallJournalFile:
 
     Not oTree's database: its one connection belongs to the request being served, and writes
     from the agent thread would race the pages' commits. One row per call: ``pending`` when
-    sent, ``done`` when it returned, deleted once the settled turn's ``LlmCall`` rows are committed
-    (``forget_when_committed``). WAL with synchronous=NORMAL: a committed row survives the process being killed.
+    sent, ``done`` when it returned, deleted once the settled turn's ``LlmCall`` rows are
+    committed (``forget_when_committed``). WAL with synchronous=NORMAL: a committed row survives
+    the process being killed.
     """
 
     def __init__(self, path: str) -> None:
@@ -173,6 +174,8 @@ def _listen_to_commits() -> None:
     """Once per process, on oTree's sessions (imported here, not at module import: the module
     is also used where oTree's database is not set up)."""
     global _listening_to_commits
+    if _listening_to_commits:  # every settle asks: no lock once they are in
+        return
     with _journal_lock:
         if _listening_to_commits:
             return
