@@ -2,11 +2,11 @@
 
 Loaded into the measured server by the bench's settings when ``LAB_BENCH_SERVER_TRACE`` names a
 file (never by the project itself): every request that takes oTree's global lock is written as
-one CSV row (when it arrived, how long it waited for the lock, how long it held it, its path),
-every garbage collection of the oldest generation as a row of its own (its pause), and every
-half second each thread's CPU time so far. Together
-with the client's trace this tells a slow page load that queued behind others from one that was
-slow itself.
+one CSV row (when it arrived, how long it waited for the lock, how long it held it, its path,
+the SQL statements it sent), every garbage collection of the oldest generation as a row of its
+own (its pause), and every half second each thread's CPU time so far. Together with the
+client's trace this tells a slow page load that queued behind others from one that was slow
+itself.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def install(path: str) -> None:
     _file = open(path, "a", buffering=1)
     atexit.register(_file.close)
     if _file.tell() == 0:
-        _file.write("kind,pid,arrived,waited,held,method,path,inner,inner_cpu,commit\n")
+        _file.write("kind,pid,arrived,waited,held,method,path,inner,inner_cpu,commit,statements\n")
     _trace_lock()
     gc.callbacks.append(_on_gc)
     threading.Thread(target=_sample_threads, name="bench-thread-sampler", daemon=True).start()
@@ -58,7 +58,7 @@ def _sample_threads() -> None:
             except (OSError, TypeError):
                 continue
             cpu = (int(fields[11]) + int(fields[12])) / ticks
-            _write("cpu", os.getpid(), f"{now:.4f}", 0, f"{cpu:.2f}", thread.name.replace(",", " "), "", "", "", "")
+            _write("cpu", os.getpid(), f"{now:.4f}", 0, f"{cpu:.2f}", thread.name.replace(",", " "), "", "", "", "", "")
         time.sleep(THREAD_SAMPLE_SECONDS)
 
 
@@ -68,7 +68,8 @@ def _on_gc(phase: str, info: dict) -> None:
     if phase == "start":
         _gc_started[0] = time.time()
     else:
-        _write("gc", os.getpid(), f"{_gc_started[0]:.4f}", 0, f"{time.time() - _gc_started[0]:.4f}", "", "", "", "", "")
+        _write("gc", os.getpid(), f"{_gc_started[0]:.4f}", 0, f"{time.time() - _gc_started[0]:.4f}", "", "", "", "", "",
+               "")
 
 
 def _trace_lock() -> None:
@@ -122,7 +123,8 @@ def _time_the_lock() -> None:
             _write("request", os.getpid(), f"{request['arrived']:.4f}",
                    f"{request['acquired'] - request['arrived']:.4f}", f"{time.time() - request['acquired']:.4f}",
                    request["method"], request["path"], f"{request.get('inner', 0):.4f}",
-                   f"{request.get('inner_cpu', 0):.4f}", f"{request.get('commit', 0):.4f}")
+                   f"{request.get('inner_cpu', 0):.4f}", f"{request.get('commit', 0):.4f}",
+                   request.get("statements", 0))
 
     lock.acquire, lock.release = timed_acquire, timed_release
     lock._lab_bench_timed = True
@@ -166,3 +168,12 @@ def _time_the_page_code() -> None:
                 request["commit"] = request.get("commit", 0) + time.perf_counter() - started
 
     DBWrapper.commit = timed_commit
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    @event.listens_for(Engine, "before_cursor_execute")
+    def count_statement(*args):
+        request = _request.get(None)
+        if request is not None:
+            request["statements"] = request.get("statements", 0) + 1

@@ -14,7 +14,10 @@ Here these lookups take the cached path when every criterion is an equality on a
 many-to-one link to a saved row, with no ``None`` (``IS NULL`` is not a bound value): the same
 WHERE clause, the same rows in the same order and the same errors (``NoResultFound``,
 ``MultipleResultsFound``, the 404). Anything else goes through oTree's own code, unchanged. A
-player looked up by participant and round is read once per request (``_player_key``).
+player looked up by participant and round is read once per request (``_player_key``), and a row
+looked up by id alone that the request has already loaded is not read again
+(``_loaded_by_id``): oTree reads the page's subsession and session that way on every render,
+and a wait page twice.
 """
 
 from __future__ import annotations
@@ -108,6 +111,24 @@ def _player_key(model, values: dict):
     return model, participant_id, values["round_number"]
 
 
+def _loaded_by_id(session, model, values: dict):
+    """The row a lookup by id alone asks for, if this request's database session holds it
+    loaded and current (what the query would return: a query does not reload a row it holds),
+    else None. No autoflush: the row returned is the same object either way."""
+    from sqlalchemy import inspect
+    from sqlalchemy.orm.util import identity_key
+
+    if values.keys() != {"id"} or not isinstance(values["id"], int):
+        return None
+    row = session.identity_map.get(identity_key(model, values["id"]))
+    if row is None or not isinstance(row, model):
+        return None
+    state = inspect(row)
+    if state.expired or state.deleted or state.was_deleted or state.detached:
+        return None
+    return row
+
+
 def install() -> None:
     """Patch ``AnyModel.objects_get``, ``ExtraModel.filter`` and ``DBWrapper.get_or_404``
     (idempotent)."""
@@ -122,6 +143,9 @@ def install() -> None:
     def objects_get(cls, *args, **kwargs):
         if not args:
             session = database.db._db
+            loaded = _loaded_by_id(session, cls, kwargs)
+            if loaded is not None:
+                return loaded
             key = _player_key(cls, kwargs)
             players = session.info.setdefault("lab_players", {}) if key is not None else None
             if key is not None and key in players and players[key] in session:

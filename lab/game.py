@@ -16,7 +16,7 @@ from otree.api import Page, WaitPage
 
 import protocol
 from lab import baked_lookups, channels, matching, static_urls, timeout_worker  # noqa: F401  (patches at import)
-from lab.pages import TranslatedTimer, associates_wording, texts_for
+from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_settings import GAME_APPS, forget_session_id, params, params_of
 from lab.wait_for_all import MovesEveryoneOn
@@ -129,8 +129,9 @@ def game_total(player) -> int:
     return int(sum(pl.payoff for pl in player.in_rounds(1, player.round_number) if pl.choice))
 
 
-class TranslatedWait:
-    """Mixin for WaitPage classes: their title and text in the session's language."""
+class TranslatedWait(PageRowsAtOnce):
+    """Mixin for WaitPage classes: their title and text in the session's language (and the
+    rows a render needs in one query)."""
 
     body_key = "common_waiting_associate"
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+from sqlalchemy import bindparam
+from sqlalchemy.ext import baked
+
 import protocol
 from lab import i18n
 from lab.session_settings import SessionParams, params_of
@@ -100,9 +103,45 @@ class PlayerFormOnly:
         return super().get_object()
 
 
-class TranslatedTimer(PlayerFormOnly, ServerDeadline):
+_bakery = baked.bakery(size=50)
+
+
+def load_page_rows(page) -> list:
+    """The page's group, subsession and session in one query, for oTree's ``get_context_data``,
+    which reads each of them with a query of its own on every page it renders (three round
+    trips to the database under oTree's global lock). oTree's lookups then find them in the
+    request's identity map (the group through the player's link, the others by id: see
+    ``lab.baked_lookups``). Returned to be held: that map forgets rows nothing refers to."""
+    from otree.database import db
+    from otree.models.session import Session
+
+    group_id = page.player.group_id
+    if group_id is None:
+        return []
+    Group, Subsession = page.GroupClass, page.SubsessionClass
+    query = _bakery(lambda s: s.query(Group, Subsession, Session), Group, Subsession)
+    query += (lambda q: q.filter(Group.id == bindparam("group_id"), Subsession.id == bindparam("subsession_id"),
+                                 Session.id == bindparam("session_id")), Group, Subsession)
+    # No autoflush: these rows do not depend on the request's pending changes (oTree's note of
+    # the participant's last request, say), which then go in the commit's one UPDATE.
+    with db._db.no_autoflush:
+        return query(db._db).params(group_id=group_id, subsession_id=page._subsession_pk,
+                                    session_id=page._session_pk).all()
+
+
+class PageRowsAtOnce:
+    """Mixin for Page and WaitPage classes: the rows oTree's ``get_context_data`` reads, read
+    together before it (``load_page_rows``)."""
+
+    def get_context_data(self, *args, **kwargs):
+        self._lab_page_rows = load_page_rows(self)
+        return super().get_context_data(*args, **kwargs)
+
+
+class TranslatedTimer(PageRowsAtOnce, PlayerFormOnly, ServerDeadline):
     """Mixin for Page classes: oTree's timer caption in the session's language, the server's
-    deadline (ServerDeadline), and a player form that reads no group (PlayerFormOnly)."""
+    deadline (ServerDeadline), a player form that reads no group (PlayerFormOnly), and the
+    rows a render needs in one query (PageRowsAtOnce)."""
 
     lab_reconnecting_text = lab_reconnecting_text
 
