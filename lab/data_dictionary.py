@@ -55,7 +55,7 @@ def _c(description, type="string", unit=None, enum=None) -> Column:
 # --- docs/DATA.md's tables ----------------------------------------------------------------------
 SESSION_KEYS = {
     "session_code": _c("oTree session code (simulation: run id)"),
-    "treatment": _c("treatment: H-H, H-C, H-F, H-S (simulation: A-A)",
+    "treatment": _c("treatment code (simulation: A-A)",
                     enum=(*protocol.TREATMENT_CODES.values(), "A-A")),
     "associate_type": _c("who the associates are: humans or an agent persona", enum=protocol.ASSOCIATE_TYPES),
     "label_setting": _c("informed: associates labelled truthfully; uninformed: 'machines or humans'",
@@ -345,13 +345,27 @@ def config_columns() -> dict:
         "session_budget": _c("agent sessions: money the model calls may cost (0 = no limit)", "number", "USD"),
         **{key: _c(f"time limit of the stage {stage}", "number", SECONDS) for stage, key in STAGE_CONFIG_KEYS.items()},
     }
-    types = {int: "integer", float: "number", bool: "boolean"}
-    for name, field in ModelConfig.model_fields.items():
-        default_type = type(field.default) if field.default is not None else None
+    units = {"max_tokens": "tokens", "context_window": "tokens", "request_timeout": SECONDS,
+             "retry_base_delay": SECONDS, "retry_max_delay": SECONDS, "simulated_latency": SECONDS,
+             "price_input_per_mtok": "USD per million tokens", "price_output_per_mtok": "USD per million tokens",
+             "requests_per_minute": "requests per minute"}
+    for name, model_field in ModelConfig.model_fields.items():
+        kind, values = _annotation_type(model_field.annotation)
         columns[SESSION_CONFIG_PREFIX + name] = _c(
-            f"agents' model setting {name}" + (f": {field.description}" if field.description else "")
-            + " (empty = default)", types.get(default_type, "string"))
+            f"agents' model, {name}" + (f": {model_field.description}" if model_field.description else "") + "; empty = the default", kind,
+            units.get(name), values)
     return columns
+
+
+def _annotation_type(annotation) -> tuple[str, tuple | None]:
+    """Table Schema type (and allowed values) of a ModelConfig field's annotation."""
+    import typing
+
+    if typing.get_origin(annotation) is typing.Literal:
+        return "string", typing.get_args(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    kinds = {bool: "boolean", int: "integer", float: "number"}
+    return kinds.get(args[0], "string"), None
 
 
 def otree_column(name: str) -> Column | None:
@@ -405,7 +419,7 @@ def _type_text(column: Column) -> str:
 def markdown_columns(columns: dict, with_types: bool = True) -> str:
     lines = ["| column | type | meaning |", "|---|---|---|"]
     for name, column in columns.items():
-        allowed = f" Values: {', '.join(f'`{v}`' for v in column.enum)}." if column.enum else ""
+        allowed = f" (values: {', '.join(f'`{v}`' for v in column.enum)})" if column.enum else ""
         lines.append(f"| `{name}` | {_type_text(column)} | {_cell(column.description)}{_cell(allowed)} |")
     return "\n".join(lines) + "\n"
 
