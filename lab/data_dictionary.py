@@ -196,7 +196,8 @@ MANIFEST_KEYS = {
     "manifest_version": "2 (1: computed at export, before the freeze)",
     "provenance": "'frozen at session creation', or 'not frozen: computed at export' for sessions created "
                   "before the freeze existed",
-    "session_code": "", "treatment": "", "num_participants": "",
+    "session_code": "oTree session code", "treatment": "`H-H`, `H-C`, `H-F` or `H-S`",
+    "num_participants": "participants at creation",
     "project_version": "git commit of the project (`+dirty` if files differed from it); `LAB_VERSION` or "
                        "`unknown` without git",
     "packages": "versions of `otree`, `openai`, `anthropic`, `pydantic`, `jinja2`, and `python`",
@@ -208,7 +209,7 @@ MANIFEST_KEYS = {
                       "(`agents.config.ModelConfig`; the API key's variable *name* only, never a key); empty in H-H",
     "session_budget": "USD, agent sessions",
     "stage_limits": "seconds per stage",
-    "rounds_per_game": "", "message_max_chars": "",
+    "rounds_per_game": "rounds played in each game", "message_max_chars": "longest chat message, characters",
     "payoff_table": '`{"AA": [own, associate], "AB": …, "BA": …, "BB": …}` (own choice first)',
     "payment": "`participation_fee`, `currency_per_point`, `norm_bonus`, `currency`",
     "created_at": "epoch seconds: the session's creation (when its record was frozen)",

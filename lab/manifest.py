@@ -192,7 +192,7 @@ def session_manifest(session) -> dict:
                    if key not in _MOMENT_KEYS and record.get(key) != value}
     started_at, ended_at = _session_times(session)
     ordered = {key: record[key] for key in _KEY_ORDER if key in record}
-    return dict(
+    manifest = dict(
         manifest_version=MANIFEST_VERSION,
         provenance=FROZEN if frozen is not None else NOT_FROZEN,
         **ordered,
@@ -202,6 +202,7 @@ def session_manifest(session) -> dict:
         exported_at=time.time(),
         differs_at_export=differs,
     )
+    return redact(manifest, secret_values(dict(session.config)))  # also secrets set since creation
 
 
 def _session_times(session) -> tuple:
