@@ -3,9 +3,8 @@
 ``otree test`` always uses an in-memory SQLite database and the config exactly as written.
 This runs the same bots (each app's ``tests.py``) but (1) on the database DATABASE_URL points
 at, PostgreSQL included, (2) with overrides such as ``rounds_per_game=3`` so the suite stays
-fast, and (3) exports the session's data package (every custom export, which is what the
-analysis package reads, oTree's own exports, the manifest as JSON, README.txt and
-datapackage.json; lab/data_package.py).
+fast, and (3) exports every custom export (all ``custom_export*`` functions), which is what
+the analysis package reads, and the session's manifest as JSON beside them (docs/DATA.md).
 """
 
 from __future__ import annotations
