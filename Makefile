@@ -8,8 +8,10 @@ PORT ?= 8000
 
 LLM_VENV := .venv-llm
 LLM_STAMP := $(LLM_VENV)/.installed
+FRICTIONLESS_VENV := .venv-frictionless
+FRICTIONLESS_STAMP := $(FRICTIONLESS_VENV)/.installed
 
-.PHONY: run test test-fast bench chromium clean-db llm-env
+.PHONY: run test test-fast bench chromium clean-db llm-env frictionless-env
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +31,15 @@ $(LLM_STAMP): pyproject.toml
 
 llm-env: $(LLM_STAMP)
 
+# The data packages' validator (frictionless v5) for tests/test_data_package.py, in its own
+# virtualenv: it needs Jinja2 >= 3, oTree's MarkupSafe pin holds the lab's at 2.11.
+$(FRICTIONLESS_STAMP): pyproject.toml
+	test -x $(FRICTIONLESS_VENV)/bin/python || $(PYTHON) -m venv $(FRICTIONLESS_VENV)
+	$(FRICTIONLESS_VENV)/bin/python -m pip install -q "frictionless>=5.18,<6"
+	touch $(FRICTIONLESS_STAMP)
+
+frictionless-env: $(FRICTIONLESS_STAMP)
+
 # Debian's chromium for the browser tests (Playwright cannot download its own here).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
@@ -40,7 +51,7 @@ chromium:
 run: $(STAMP)
 	$(BIN)/python -m labserver run --port $(PORT)
 
-test: $(STAMP) chromium $(LLM_STAMP)
+test: $(STAMP) chromium $(LLM_STAMP) $(FRICTIONLESS_STAMP)
 	$(BIN)/python -m pytest -n 2
 
 # The quick part of the suite: no servers, no browser.

@@ -1,8 +1,11 @@
 """Session manifests in an export folder: read them, print them, refuse to pool protocols that differ.
 
 Every export carries a manifest per session (docs/DATA.md 'manifest'): the CSV custom export
-``manifest`` (columns session_code, key, value; the value is JSON) and, from
-``labserver bots --export``, the same as ``manifest_<code>.json``. Sessions are poolable when
+``manifest`` (columns session_code, key, value; the value is JSON; from manifest_version 2 a
+fourth column value_at_export) and, in a data package, the same as ``manifest_<code>.json``.
+Version 2 records are frozen at session creation; the analysis compares those frozen values
+only, never what the code of the day of the export would record (value_at_export), and says
+which sessions have no frozen record (version 1, or created before the freeze). Sessions are poolable when
 their *protocols* agree: stage limits, rounds, message limit, payoff table, payment, the
 prompts' hash and, between agent sessions, the model settings. Treatment keys (associate
 type, label setting, game order) differ on purpose and are not compared; nor are software
@@ -15,6 +18,8 @@ import csv
 import json
 from pathlib import Path
 
+from lab.manifest import FROZEN
+
 # What makes two sessions the same experiment (manifest keys).
 PROTOCOL_KEYS = ("stage_limits", "rounds_per_game", "message_max_chars", "payoff_table", "payment", "prompts_sha256")
 AGENT_PROTOCOL_KEYS = ("model_settings",)
@@ -22,6 +27,10 @@ AGENT_PROTOCOL_KEYS = ("model_settings",)
 MODEL_KEYS_NOT_PROTOCOL = {"request_timeout", "max_retries", "retry_base_delay", "retry_max_delay", "concurrency",
                            "requests_per_minute", "price_input_per_mtok", "price_output_per_mtok", "api_key_env",
                            "base_url"}
+
+
+MANIFEST_COLUMNS = ("session_code", "key", "value")
+AT_EXPORT = "value_at_export"
 
 
 class MixedProtocols(Exception):
@@ -45,17 +54,28 @@ def load_manifests(paths) -> dict[str, dict]:
         try:
             with path.open(encoding="utf-8-sig", newline="") as fp:
                 reader = csv.DictReader(fp)
-                if set(reader.fieldnames or ()) != {"session_code", "key", "value"}:
+                if set(reader.fieldnames or ()) not in (set(MANIFEST_COLUMNS), set(MANIFEST_COLUMNS) | {AT_EXPORT}):
                     continue
                 for row in reader:
-                    try:
-                        value = json.loads(row["value"])
-                    except (TypeError, ValueError):
-                        value = row["value"]
-                    manifests.setdefault(row["session_code"], {})[row["key"]] = value
+                    manifest = manifests.setdefault(row["session_code"], {})
+                    manifest[row["key"]] = _json_or_text(row["value"])
+                    if row.get(AT_EXPORT):  # version 2: what today's code would record instead
+                        manifest.setdefault("differs_at_export", {})[row["key"]] = _json_or_text(row[AT_EXPORT])
         except (OSError, UnicodeDecodeError, csv.Error):
             continue
     return manifests
+
+
+def _json_or_text(text):
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def is_frozen(manifest: dict) -> bool:
+    """The manifest is the record frozen at session creation (version 2), not computed at export."""
+    return manifest.get("provenance") == FROZEN
 
 
 def protocol_of(manifest: dict) -> dict:
@@ -96,9 +116,15 @@ def check_poolable(manifests: dict[str, dict], *, allow_mixed: bool = False) -> 
 
 
 def summary_lines(manifests: dict[str, dict]) -> list[str]:
-    """One line per session: code, treatment, software, rounds, prompts, model, times."""
+    """One line per session: code, treatment, software, rounds, prompts, model, times, and whether
+    the record is frozen (and what today's code would record differently)."""
     lines = []
     for code, m in sorted(manifests.items()):
+        if is_frozen(m):
+            differs = sorted(m.get("differs_at_export") or {})
+            provenance = "frozen at creation" + (f"; today's code differs in {', '.join(differs)}" if differs else "")
+        else:
+            provenance = "NOT FROZEN: computed at export (the session predates the freeze)"
         packages = m.get("packages") or {}
         model = m.get("model_settings") or {}
         model_text = f"{model.get('provider', '')}/{model.get('model', '')}" if model else "no agents"
@@ -106,7 +132,7 @@ def summary_lines(manifests: dict[str, dict]) -> list[str]:
             f"{code}: {m.get('treatment', '?')}, {m.get('num_participants', '?')} participants, "
             f"{m.get('rounds_per_game', '?')} rounds, project {str(m.get('project_version', '?'))[:12]}, "
             f"oTree {packages.get('otree', '?')}, prompts {str(m.get('prompts_sha256', '?'))[:12]}, "
-            f"model {model_text}, {_time(m.get('started_at'))} – {_time(m.get('ended_at'))}")
+            f"model {model_text}, {_time(m.get('started_at'))} – {_time(m.get('ended_at'))}; {provenance}")
     return lines
 
 
@@ -128,6 +154,10 @@ def report_html(manifests: dict[str, dict], differences: list[str]) -> str:
     parts = ["<h2 id='manifest'>Manifest</h2><ul>"]
     parts += [f"<li>{html.escape(line)}</li>" for line in summary_lines(manifests)]
     parts.append("</ul>")
+    unfrozen = sorted(code for code, m in manifests.items() if not is_frozen(m))
+    if unfrozen:
+        parts.append("<p class='warning'>Not frozen at creation (computed when exported, so software, prompts and "
+                     f"model settings are those of the export's day): {html.escape(', '.join(unfrozen))}</p>")
     if differences:
         parts.append("<p class='warning'>Pooled although the protocols differ (--allow-mixed-protocols):</p><ul>"
                      + "".join(f"<li class='warning'>{html.escape(d)}</li>" for d in differences) + "</ul>")

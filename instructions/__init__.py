@@ -2,7 +2,7 @@
 
 Session creation is validated here (the first app of every session), so a config that cannot
 run (odd number of people in H-H, too many rounds, an unknown language) is refused at once
-with a message saying why.
+with a message saying why; and the session's manifest is frozen here (lab/manifest.py), once.
 """
 
 import json
@@ -11,7 +11,7 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models, widgets
 
 import protocol
-from lab import rooms, session_settings
+from lab import manifest, rooms, session_settings
 from lab.pages import TranslatedTimer, texts_for
 from lab.payoff_table import payoff_table_vars
 
@@ -63,6 +63,15 @@ class QuizAttempt(ExtraModel):
     submitted_at = models.FloatField()
 
 
+class SessionManifest(ExtraModel):
+    """The session's manifest as frozen at its creation (lab/manifest.py): inserted once, never
+    updated; exports show it."""
+
+    subsession = models.Link(Subsession)
+    session_code = models.StringField()
+    record = models.LongStringField()  # JSON
+
+
 QUIZ_FIELDS = ["quiz_AA", "quiz_AB", "quiz_BA", "quiz_BB", "quiz_same_associate"]
 
 
@@ -70,6 +79,7 @@ QUIZ_FIELDS = ["quiz_AA", "quiz_AB", "quiz_BA", "quiz_BB", "quiz_same_associate"
 def creating_session(subsession: Subsession):
     session_settings.validate(subsession.session.config, len(subsession.get_players()),
                               record=subsession.session.vars)
+    manifest.freeze(subsession)  # after validation: a refused session records nothing
 
 
 def quiz_answer_key() -> dict:

@@ -1,4 +1,5 @@
-"""The experimenter's admin pages: the live session dashboard and the replay of every pair.
+"""The experimenter's admin pages: the live session dashboard, the replay of every pair, and the
+session's data package (a zip, lab/data_package.py).
 
 How they join oTree's admin (the least invasive way we found in oTree 6.0's source): oTree
 builds its admin routes from the view classes *defined in* ``otree.views.admin``
@@ -90,6 +91,18 @@ class LabReplay(LabAdminPage):
         else:
             body = render_index(session)
         return dict(lab_nav=_nav(session, "LabReplay"), replay_html=body)
+
+
+class LabDataPackage(LabAdminPage):
+    """/LabDataPackage/{code}: the session's data package as a zip download (the session's
+    *Data package* tab). Behind oTree's admin login like every admin page; no REST key needed."""
+
+    def get(self, request, code):
+        from lab.data_package import session_zip, zip_name
+
+        return Response(session_zip(self.session.code), media_type="application/zip", headers={
+            "Content-Disposition": f'attachment; filename="{zip_name(self.session.code)}"',
+            "Cache-Control": "no-store"})
 
 
 def _missing(kind: str, value: str) -> str:
@@ -218,9 +231,9 @@ def render_agent(session, t: dict) -> str:
 
 
 # Register with oTree's admin (see the module's docstring).
-for _view in (LabDashboard, LabDashboardData, LabReplay):
+for _view in (LabDashboard, LabDashboardData, LabReplay, LabDataPackage):
     _view.__module__ = otree_admin.__name__
     setattr(otree_admin, _view.__name__, _view)
 if "otree.urls" in sys.modules:  # routes already built (not the case in oTree 6.0's commands)
     logging.getLogger(__name__).warning("oTree built its routes before the lab's admin pages were "
-                                        "registered: the Dashboard and Replay pages are not served")
+                                        "registered: the Dashboard, Replay and Data package pages are not served")

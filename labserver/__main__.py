@@ -22,6 +22,11 @@ def main(argv: list[str] | None = None) -> int:
                       help="override a session-config value, e.g. --set rounds_per_game=3")
     bots.add_argument("--export", type=Path, help="write every custom export of the session here")
 
+    export = commands.add_parser("export", help="write a session's data package (a zip) from the database "
+                                                "DATABASE_URL points at")
+    export.add_argument("session_code")
+    export.add_argument("--out", type=Path, default=Path("."), help="folder for lab_session_CODE.zip")
+
     args = parser.parse_args(argv)
     if args.command == "run":
         from labserver.server import serve
@@ -31,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
         from labserver import botrun
 
         botrun.run(args.config, args.participants, botrun.parse_overrides(args.set), args.export)
+        return 0
+    if args.command == "export":
+        from labserver.export import export_session
+
+        print(export_session(args.session_code, args.out))
         return 0
     return 2
 

@@ -66,30 +66,8 @@ def run(config_name: str, num_participants: int, overrides: dict, export_dir: Pa
 
 
 def export_all(export_dir: Path, session_code: str) -> None:
-    import otree.export
-    from otree import settings
+    """The session's data package (lab/data_package.py) in export_dir: every custom export (what
+    the analysis reads), oTree's own exports, the manifest as JSON, README.txt, datapackage.json."""
+    from lab.data_package import write_folder
 
-    export_dir.mkdir(parents=True, exist_ok=True)
-    for app in settings.OTREE_APPS:
-        for function_name in sorted(otree.export.get_custom_export_functions(app)):
-            path = export_dir / f"{app}_{function_name}_{session_code}.csv"
-            with path.open("w", newline="", encoding="utf8") as fp:
-                otree.export.custom_export_app(app, fp, session_code=session_code, function_name=function_name)
-    with (export_dir / f"all_apps_wide_{session_code}.csv").open("w", newline="", encoding="utf8") as fp:
-        otree.export.export_wide(fp, session_code=session_code)
-    write_manifest_json(export_dir, session_code)
-
-
-def write_manifest_json(export_dir: Path, session_code: str) -> Path:
-    """The session's manifest (also in the CSV custom export "manifest") as one readable JSON file."""
-    import json
-
-    from otree.models import Session
-
-    from lab.exports import session_manifest
-
-    session = Session.objects_get(code=session_code)
-    path = export_dir / f"manifest_{session_code}.json"
-    path.write_text(json.dumps(session_manifest(session), indent=2, sort_keys=True, ensure_ascii=False, default=str),
-                    encoding="utf8")
-    return path
+    write_folder(export_dir, session_code)

@@ -12,7 +12,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 
 import protocol
 from lab import game as lab_game
-from lab import agent_pages, exports, i18n
+from lab import agent_pages, exports, i18n, manifest
 from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
@@ -140,4 +140,4 @@ custom_export = exports.participants_rows
 custom_export_decisions = exports.decisions_rows
 custom_export_messages = exports.messages_rows
 custom_export_llm_calls = agent_pages.llm_call_rows
-custom_export_manifest = exports.manifest_rows  # docs/DATA.md 'manifest'
+custom_export_manifest = manifest.manifest_rows  # docs/DATA.md 'manifest'

@@ -1,0 +1,468 @@
+"""What every column of the lab's data means: the one place for column descriptions.
+
+It covers docs/DATA.md's tables (the payment and instructions apps' custom exports) and oTree's
+own exports (per app, wide, page times). The data package (lab/data_package.py) turns it into
+each file's Table Schema in ``datapackage.json``; docs/DATA.md's column tables are generated from
+it (``python -m lab.data_dictionary`` rewrites them; tests/test_data_dictionary.py checks they are
+current and that every exported column is here).
+
+Types are Table Schema types (https://specs.frictionlessdata.io/table-schema/); ``unit`` is ours
+(Table Schema has none); ``enum`` becomes ``constraints.enum``. An empty cell is a missing value.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import protocol
+
+EPOCH = "s (Unix epoch)"
+POINTS = "points"
+SECONDS = "s"
+CNY = protocol.CURRENCY_CODE
+LIKERT = tuple(range(protocol.LIKERT_MIN, protocol.LIKERT_MAX + 1))
+# How booleans are written: our long tables say True/False (lab.game.csv_bool), oTree's
+# CSV writer 1/0 (its own exports, and custom-export cells that are Python booleans).
+# (true values, false values), Table Schema's trueValues/falseValues.
+WORDS = (("True",), ("False",))
+DIGITS = (("1",), ("0",))
+EITHER = (("1", "True"), ("0", "False"))  # oTree's page times write both
+
+
+@dataclass(frozen=True)
+class Column:
+    description: str
+    type: str = "string"
+    unit: str | None = None
+    enum: tuple | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    description: str
+    columns: dict
+    booleans: tuple = WORDS
+
+
+def _c(description, type="string", unit=None, enum=None) -> Column:
+    return Column(description, type, unit, tuple(enum) if enum is not None else None)
+
+
+# --- docs/DATA.md's tables ----------------------------------------------------------------------
+SESSION_KEYS = {
+    "session_code": _c("oTree session code (simulation: run id)"),
+    "treatment": _c("treatment code (simulation: A-A)",
+                    enum=(*protocol.TREATMENT_CODES.values(), "A-A")),
+    "associate_type": _c("who the associates are: humans or an agent persona", enum=protocol.ASSOCIATE_TYPES),
+    "label_setting": _c("informed: associates labelled truthfully; uninformed: 'machines or humans'",
+                        enum=protocol.LABEL_SETTINGS),
+    "game_order": _c("order of the two games", enum=tuple(protocol.GAME_ORDERS)),
+    "source": _c("where the row comes from", enum=("lab", "simulation")),
+}
+GAME = _c("WC (with communication) or WoC (without)", enum=protocol.GAMES)
+ROUND = _c("round of the game, from 1", "integer")
+CHOICE = _c("A (cooperate) or B (defect); labels are neutral on screen", enum=protocol.CHOICES)
+KIND = _c("human or agent", enum=("human", "agent"))
+CONVERSATION = _c("{session_code}-{game}-r{round}-{pair}: shared by both sides of one pair-round")
+
+DECISIONS = {
+    **SESSION_KEYS,
+    "game": GAME,
+    "game_index": _c("1 or 2: the game's position in the session", "integer", enum=(1, 2)),
+    "round": ROUND,
+    "player_code": _c("participant code (agents: agent id, e.g. agent-3)"),
+    "player_kind": KIND,
+    "persona": _c("agent persona; empty for humans", enum=protocol.PERSONAS),
+    "associate_code": _c("the other side's participant code or agent id"),
+    "associate_kind": KIND,
+    "conversation_id": CONVERSATION,
+    "choice": CHOICE,
+    "timed_out": _c("True when the choice was random because none came in time (agents: the fallback)",
+                    "boolean"),
+    "associate_choice": CHOICE,
+    "payoff": _c("points of the round", "integer", POINTS),
+    "associate_payoff": _c("the associate's points of the round", "integer", POINTS),
+    "decided_at": _c("time of the choice", "number", EPOCH),
+}
+
+MESSAGES = {
+    **SESSION_KEYS,
+    "game": GAME,
+    "round": ROUND,
+    "conversation_id": CONVERSATION,
+    "stage": _c("1 or 2: message 1, message 2", "integer", enum=(1, 2)),
+    "sender_code": _c("who wrote it: participant code or agent id"),
+    "sender_kind": KIND,
+    "receiver_code": _c("who read it: participant code or agent id"),
+    "receiver_kind": KIND,
+    "text": _c("the message exactly as typed (plain text; empty when not sent in time)"),
+    "sent_in_time": _c("False when the stage limit passed before it was sent: nothing was shown", "boolean"),
+    "stage_started_at": _c("start of the message stage", "number", EPOCH),
+    "sent_at": _c("time the message was sent", "number", EPOCH),
+    "unsent_draft": _c("for a message not sent in time: what was in the box at the limit (never shown)"),
+}
+
+NORM_INTERVALS_TEXT = ", ".join(f"{i} = {lo}-{hi} %" for i, (lo, hi) in enumerate(protocol.NORM_INTERVALS))
+NORM_INDEX = tuple(range(len(protocol.NORM_INTERVALS)))
+QUESTIONNAIRE = {
+    **{f"norm_estimate_{game}": _c(f"Q1: estimated interval of the others' cooperation rate in {game} "
+                                   f"({NORM_INTERVALS_TEXT})", "integer", enum=NORM_INDEX) for game in protocol.GAMES},
+    **{f"perception_{item}": _c(f"Q2: perception of the associates, {item}, -3..3", "integer", enum=LIKERT)
+       for item in protocol.PERCEPTION_ITEMS},
+    **{f"c7_{item}": _c(f"Q3: communication quality (7C), {item}, -3..3", "integer", enum=LIKERT)
+       for item in protocol.SEVEN_C_ITEMS},
+    "believed_human": _c("Q4: 'my associates were humans', -3..3; label-uninformed sessions only", "integer",
+                         enum=LIKERT),
+    "llm_familiarity": _c("Q5: familiarity with LLMs, 1 (never heard of them) .. 5 (use them daily)", "integer",
+                          enum=protocol.LLM_FAMILIARITY_LEVELS),
+    **{f"svo_item_{n}": _c(f"Q6: SVO slider item {n}, position 0..{protocol.SVO_STEPS - 1} of the nine allocations",
+                           "integer", enum=tuple(range(protocol.SVO_STEPS)))
+       for n in range(1, len(protocol.SVO_ITEMS) + 1)},
+    "svo_angle": _c("SVO angle (Murphy et al. 2011) from the six items", "number", "degrees"),
+    "svo_category": _c("SVO category of the angle", enum=("altruistic", "prosocial", "individualistic", "competitive")),
+    "age": _c("Q7: age", "integer", "years"),
+    "gender": _c("Q7: gender", enum=("female", "male", "other")),
+    "major": _c("Q7: field of study (free text)"),
+}
+
+PAYMENT_FIELDS = {
+    **{f"norm_true_{game}": _c(f"the true interval index of the other participants' cooperation rate in {game}; "
+                               "empty when nobody else played", "integer", enum=NORM_INDEX) for game in protocol.GAMES},
+    **{f"norm_correct_{game}": _c(f"True when the {game} norm estimate was in the true interval", "boolean")
+       for game in protocol.GAMES},
+    **{f"points_{game}": _c(f"points of game {game}", "integer", POINTS) for game in protocol.GAMES},
+    "payout": _c("the payment: show-up fee + rate x points + bonus per correct norm estimate", "number", CNY),
+}
+
+PARTICIPANTS = {
+    **SESSION_KEYS,
+    "participant_code": _c("oTree participant code"),
+    "participant_label": _c("participant label (room seat or panel id), if any"),
+    "quiz_attempts": _c("quiz submissions until passed", "integer"),
+    **QUESTIONNAIRE,
+    **{key: PAYMENT_FIELDS[key] for game in protocol.GAMES for key in (f"norm_true_{game}", f"norm_correct_{game}")},
+    **{f"points_{game}": PAYMENT_FIELDS[f"points_{game}"] for game in protocol.GAMES},
+    "payout": PAYMENT_FIELDS["payout"],
+}
+
+CALL_STATUSES = ("ok", "parse_error", "length", "refusal", "rate_limited", "provider_error", "timeout", "budget",
+                 "cancelled", "config_error", "interrupted", "abandoned", "context_overflow")
+LLM_CALLS = {
+    **SESSION_KEYS,
+    "game": GAME,
+    "participant_code": _c("the human the agent was matched with (empty in simulations)"),
+    "call_id": _c("unique id of the call"),
+    "agent_id": _c("the agent, e.g. agent-3"),
+    "round_number": ROUND,
+    "turn": _c("which turn the call was for", enum=("message_1", "message_2", "decision")),
+    "attempt": _c("1 = first ask, 2 = the re-ask after a malformed reply", "integer"),
+    "provider": _c("model provider", enum=("openai", "anthropic", "openai_compatible", "gemini", "simulated")),
+    "model": _c("model name as the provider spells it"),
+    "parameters": _c("sampling parameters as sent (temperature, max_tokens, seed, ...)", "object"),
+    "prompt_version": _c("content hash of the prompt templates that rendered the prompt"),
+    "messages": _c("the full messages sent (role, content)", "array"),
+    "raw_reply": _c("the model's reply as received"),
+    "parsed": _c("what the lab took from the reply: the message text, or A/B"),
+    "status": _c("how the call ended (docs/agents.md)", enum=CALL_STATUSES),
+    "error": _c("short error text (never a key)"),
+    "input_tokens": _c("input tokens as the provider counted them", "integer", "tokens"),
+    "output_tokens": _c("output tokens as the provider counted them", "integer", "tokens"),
+    "cost": _c("cost of the call; estimated (prompt + max_tokens) when flagged cost_estimated", "number", "USD"),
+    "time_sent": _c("request sent", "number", EPOCH),
+    "time_first_byte": _c("first byte of the reply", "number", EPOCH),
+    "time_done": _c("reply complete", "number", EPOCH),
+    "retries": _c("HTTP-level retries inside this call", "integer"),
+    "prompt_tokens": _c("our count of the request before sending", "integer", "tokens"),
+    "trimmed": _c("earlier rounds' transcripts dropped to fit the context window", "integer"),
+    "reasoning": _c("the model's <think> text or reasoning field (never parsed as the answer)"),
+    "flags": _c("comma-separated: message_too_long, message_cut, interrupted, abandoned, cost_estimated, ..."),
+    "simulated": _c("True for the offline simulated model", "boolean"),
+}
+
+QUIZ_ATTEMPTS = {
+    "session_code": SESSION_KEYS["session_code"],
+    "participant_code": _c("oTree participant code"),
+    "attempt": _c("1 for the first submission", "integer"),
+    "passed": _c("every answer right (1) or not (0)", "boolean"),
+    "answers": _c("the submitted answers, {field: value}", "object"),
+    "submitted_at": _c("time of the submission", "number", EPOCH),
+}
+
+MANIFEST_KEYS = {
+    "manifest_version": "2 (1: computed at export, before the freeze)",
+    "provenance": "'frozen at session creation', or 'not frozen: computed at export' for sessions created "
+                  "before the freeze existed",
+    "session_code": "oTree session code", "treatment": "`H-H`, `H-C`, `H-F` or `H-S`",
+    "num_participants": "participants at creation",
+    "project_version": "git commit of the project (`+dirty` if files differed from it); `LAB_VERSION` or "
+                       "`unknown` without git",
+    "packages": "versions of `otree`, `openai`, `anthropic`, `pydantic`, `jinja2`, and `python`",
+    "session_config": "the session config as run (oTree's config dictionary, with every override; "
+                      "secrets' values redacted)",
+    "prompts": "`{file name under prompts/: SHA-256}` of every prompt template",
+    "prompts_sha256": "one SHA-256 over `prompts`",
+    "model_settings": "agent sessions: the model config as resolved at session creation "
+                      "(`agents.config.ModelConfig`; the API key's variable *name* only, never a key); empty in H-H",
+    "session_budget": "USD, agent sessions",
+    "stage_limits": "seconds per stage",
+    "rounds_per_game": "rounds played in each game", "message_max_chars": "longest chat message, characters",
+    "payoff_table": '`{"AA": [own, associate], "AB": …, "BA": …, "BB": …}` (own choice first)',
+    "payment": "`participation_fee`, `currency_per_point`, `norm_bonus`, `currency`",
+    "created_at": "epoch seconds: the session's creation (when its record was frozen)",
+    "started_at": "epoch seconds: first page completed (oTree's page-time records)",
+    "ended_at": "epoch seconds: last page completed",
+    "exported_at": "epoch seconds: the export was written",
+    "differs_at_export": "JSON form only (the CSV has the column `value_at_export`): `{key: today's value}` for "
+                         "every frozen key that today's code and environment would record differently",
+}
+MANIFEST = {
+    "session_code": SESSION_KEYS["session_code"],
+    "key": _c("manifest entry (docs/DATA.md 'manifest')", enum=tuple(k for k in MANIFEST_KEYS if k != "differs_at_export")),
+    "value": _c("the entry's value as frozen at session creation, JSON-encoded"),
+    "value_at_export": _c("empty, or (JSON) what today's code and environment would record instead"),
+}
+
+TABLES = {
+    "decisions": Table("decisions", "One row per decision of a human participant (and of an agent).", DECISIONS),
+    "messages": Table("messages", "One row per chat message (WC game only).", MESSAGES),
+    "participants": Table("participants", "One row per human participant: quiz, questionnaires, norms and payment.",
+                          PARTICIPANTS),
+    "llm_calls": Table("llm_calls", "One row per model call (agent treatments).", LLM_CALLS),
+    "quiz_attempts": Table("quiz_attempts", "One row per quiz submission, right or wrong.", QUIZ_ATTEMPTS, DIGITS),
+    "manifest": Table("manifest", "How the session was run and by what software, one row per entry.", MANIFEST),
+}
+# Custom export functions (app, function) -> table.
+CUSTOM_EXPORTS = {
+    ("payment", "custom_export"): "participants",
+    ("payment", "custom_export_decisions"): "decisions",
+    ("payment", "custom_export_messages"): "messages",
+    ("payment", "custom_export_llm_calls"): "llm_calls",
+    ("payment", "custom_export_manifest"): "manifest",
+    ("instructions", "custom_export"): "quiz_attempts",
+}
+
+# --- oTree's own exports -----------------------------------------------------------------------
+OTREE_PARTICIPANT = {
+    "id_in_session": _c("participant number in the session, from 1", "integer"),
+    "code": _c("oTree participant code"),
+    "label": _c("participant label (room seat or panel id), if any"),
+    "_is_bot": _c("played by oTree's bots", "boolean"),
+    "_index_in_pages": _c("index of the participant's current page", "integer"),
+    "_max_page_index": _c("number of pages of the session", "integer"),
+    "_current_app_name": _c("app of the current page"),
+    "_current_page_name": _c("name of the current page"),
+    "time_started_utc": _c("when the participant opened the start link (UTC, text)"),
+    "visited": _c("the start link was opened", "boolean"),
+    "mturk_worker_id": _c("MTurk only"),
+    "mturk_assignment_id": _c("MTurk only"),
+    "payoff": _c("oTree's payoff: game points plus the norm bonus as points", "number", POINTS),
+}
+OTREE_SESSION = {
+    "code": _c("oTree session code"),
+    "label": _c("session label set by the experimenter"),
+    "mturk_HITId": _c("MTurk only"),
+    "mturk_HITGroupId": _c("MTurk only"),
+    "comment": _c("experimenter's comment"),
+    "is_demo": _c("created from the demo page", "boolean"),
+}
+OTREE_BUILT_IN = {
+    "player": {"id_in_group": _c("position in the oTree group", "integer"), "role": _c("oTree role (unused)"),
+               "payoff": _c("points of this round (payment: the norm bonus as points)", "number", POINTS)},
+    "group": {"id_in_subsession": _c("oTree group number in the round", "integer")},
+    "subsession": {"round_number": _c("oTree round (rounds past rounds_per_game are not played)", "integer")},
+}
+_GAME_PLAYER = {
+    "associate_code": _c("the associate's participant code or agent id"),
+    "associate_kind": KIND,
+    "agent_seat": _c("agent sessions: the agent's seat (agent id = seat + 1)", "integer"),
+    "choice": CHOICE,
+    "choice_timed_out": _c("no choice in time: the choice is random", "boolean"),
+    "decided_at": _c("time of the choice", "number", EPOCH),
+    "associate_choice": CHOICE,
+    "associate_payoff": _c("the associate's points of the round", "integer", POINTS),
+}
+APP_PLAYER_FIELDS = {
+    "instructions": {
+        **{f"quiz_{own}{other}": _c(f"quiz: own points when you choose {own} and the associate {other} (last "
+                                    "attempt)", "integer", POINTS, sorted({o for o, _ in protocol.PAYOFFS.values()}))
+           for own, other in protocol.PAYOFFS},
+        "quiz_same_associate": _c("quiz: 'you meet the same associate again' (last attempt; right: false)", "boolean"),
+        "quiz_attempts": PARTICIPANTS["quiz_attempts"],
+        "quiz_passed_at": _c("time the quiz was passed", "number", EPOCH),
+    },
+    "game_with_chat": {
+        **{k: v for k, v in _GAME_PLAYER.items() if k != "choice"},
+        "message_1": _c("the participant's message 1 as submitted (also in messages)"),
+        "message_2": _c("the participant's message 2 as submitted (also in messages)"),
+        "message_1_started_at": _c("start of message stage 1", "number", EPOCH),
+        "message_2_started_at": _c("start of message stage 2", "number", EPOCH),
+        "choice": CHOICE,
+    },
+    "game_without_chat": dict(_GAME_PLAYER),
+    "questionnaire": dict(QUESTIONNAIRE),
+    "payment": {
+        **{key: value for game in protocol.GAMES for key, value in (
+            (f"points_{game}", PAYMENT_FIELDS[f"points_{game}"]),
+            (f"decisions_{game}", _c(f"decisions made in {game}", "integer")),
+            (f"cooperations_{game}", _c(f"A choices in {game}", "integer")),
+            (f"norm_true_{game}", PAYMENT_FIELDS[f"norm_true_{game}"]),
+            (f"norm_correct_{game}", PAYMENT_FIELDS[f"norm_correct_{game}"]))},
+        "payout": PAYMENT_FIELDS["payout"],
+    },
+}
+PAGE_TIMES = {
+    "session_code": SESSION_KEYS["session_code"],
+    "participant_id_in_session": OTREE_PARTICIPANT["id_in_session"],
+    "participant_code": OTREE_PARTICIPANT["code"],
+    "page_index": _c("position of the page in the session, from 0", "integer"),
+    "app_name": _c("app of the page"),
+    "page_name": _c("page (or wait page) class name"),
+    "epoch_time_completed": _c("time the page was completed", "integer", EPOCH),
+    "round_number": _c("round of the page", "integer"),
+    "timeout_happened": _c("the page's time limit submitted it", "boolean"),
+    "is_wait_page": _c("a wait page", "boolean"),
+}
+
+
+def config_columns() -> dict:
+    """Session-config keys (oTree's wide export: ``session.config.KEY``)."""
+    from agents.config import SESSION_CONFIG_PREFIX, ModelConfig
+    from lab.session_settings import STAGE_CONFIG_KEYS
+
+    columns = {
+        "name": _c("session config name (settings.py)"),
+        "associate_type": SESSION_KEYS["associate_type"], "label_setting": SESSION_KEYS["label_setting"],
+        "game_order": SESSION_KEYS["game_order"],
+        "language": _c("participants' language", enum=("zh_hans", "en")),
+        "rounds_per_game": _c("rounds played in each game", "integer"),
+        "message_max_chars": _c("longest chat message", "integer", "characters"),
+        "participation_fee": _c("show-up fee", "number", CNY),
+        "real_world_currency_per_point": _c("money per point", "number", f"{CNY}/point"),
+        "norm_bonus": _c("bonus per correct norm estimate", "number", CNY),
+        "session_budget": _c("agent sessions: money the model calls may cost (0 = no limit)", "number", "USD"),
+        **{key: _c(f"time limit of the stage {stage}", "number", SECONDS) for stage, key in STAGE_CONFIG_KEYS.items()},
+    }
+    units = {"max_tokens": "tokens", "context_window": "tokens", "request_timeout": SECONDS,
+             "retry_base_delay": SECONDS, "retry_max_delay": SECONDS, "simulated_latency": SECONDS,
+             "price_input_per_mtok": "USD per million tokens", "price_output_per_mtok": "USD per million tokens",
+             "requests_per_minute": "requests per minute"}
+    for name, model_field in ModelConfig.model_fields.items():
+        kind, values = _annotation_type(model_field.annotation)
+        columns[SESSION_CONFIG_PREFIX + name] = _c(
+            f"agents' model, {name}" + (f": {model_field.description}" if model_field.description else "") + "; empty = the default", kind,
+            units.get(name), values)
+    return columns
+
+
+def _annotation_type(annotation) -> tuple[str, tuple | None]:
+    """Table Schema type (and allowed values) of a ModelConfig field's annotation."""
+    import typing
+
+    if typing.get_origin(annotation) is typing.Literal:
+        return "string", typing.get_args(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+    kinds = {bool: "boolean", int: "integer", float: "number"}
+    return kinds.get(args[0], "string"), None
+
+
+def otree_column(name: str) -> Column | None:
+    """A column of oTree's per-app or wide export: ``participant.X``, ``session.X``,
+    ``session.config.X``, ``player.X`` (per app: APP given by the file) or ``APP.ROUND.player.X``."""
+    parts = name.split(".")
+    if parts[0] == "participant" and len(parts) == 2:
+        return OTREE_PARTICIPANT.get(parts[1])
+    if parts[:2] == ["session", "config"] and len(parts) == 3:
+        return config_columns().get(parts[2])
+    if parts[0] == "session" and len(parts) == 2:
+        return OTREE_SESSION.get(parts[1])
+    if len(parts) == 4 and parts[1].isdigit():
+        app, round_number, model, field = parts
+        column = _model_column(app, model, field)
+        return None if column is None else Column(f"{app}, round {round_number}: {column.description}", column.type,
+                                                  column.unit, column.enum)
+    return None
+
+
+def app_column(app: str, name: str) -> Column | None:
+    """A column of oTree's export of one app (``player.X``, ``group.X``, ...)."""
+    parts = name.split(".")
+    if len(parts) == 2 and parts[0] in OTREE_BUILT_IN:
+        return _model_column(app, *parts)
+    return otree_column(name)
+
+
+def _model_column(app: str, model: str, field: str) -> Column | None:
+    if field in OTREE_BUILT_IN.get(model, {}):
+        return OTREE_BUILT_IN[model][field]
+    return APP_PLAYER_FIELDS.get(app, {}).get(field) if model == "player" else None
+
+
+# --- docs/DATA.md ------------------------------------------------------------------------------
+DATA_MD = Path(__file__).resolve().parent.parent / "docs" / "DATA.md"
+_BLOCK = re.compile(r"(<!-- generated: (\S+) .*?-->\n)(.*?)(<!-- end generated: \2 -->)", re.DOTALL)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _type_text(column: Column) -> str:
+    parts = [column.type]
+    if column.unit:
+        parts.append(column.unit)
+    return ", ".join(parts)
+
+
+def markdown_columns(columns: dict, with_types: bool = True) -> str:
+    lines = ["| column | type | meaning |", "|---|---|---|"]
+    for name, column in columns.items():
+        allowed = f" (values: {', '.join(f'`{v}`' for v in column.enum)})" if column.enum else ""
+        lines.append(f"| `{name}` | {_type_text(column)} | {_cell(column.description)}{_cell(allowed)} |")
+    return "\n".join(lines) + "\n"
+
+
+def markdown_blocks() -> dict:
+    """The generated parts of docs/DATA.md, by block name."""
+    blocks = {name: markdown_columns({k: v for k, v in table.columns.items() if k not in SESSION_KEYS or
+                                      name in ("quiz_attempts", "manifest")})
+              for name, table in TABLES.items()}
+    blocks["session_keys"] = markdown_columns(SESSION_KEYS)
+    blocks["manifest_keys"] = "| key | value |\n|---|---|\n" + "".join(
+        f"| `{key}` | {_cell(text)} |\n" for key, text in MANIFEST_KEYS.items())
+    blocks["page_times"] = markdown_columns(PAGE_TIMES)
+    blocks["otree_participant"] = markdown_columns({f"participant.{k}": v for k, v in OTREE_PARTICIPANT.items()})
+    blocks["otree_session"] = markdown_columns({f"session.{k}": v for k, v in OTREE_SESSION.items()})
+    blocks["otree_config"] = markdown_columns({f"session.config.{k}": v for k, v in config_columns().items()})
+    blocks["otree_built_in"] = markdown_columns({f"{model}.{k}": v for model, fields in OTREE_BUILT_IN.items()
+                                                 for k, v in fields.items()})
+    for app, fields in APP_PLAYER_FIELDS.items():
+        blocks[f"app_{app}"] = markdown_columns({f"player.{k}": v for k, v in fields.items()})
+    return blocks
+
+
+def render_data_md(text: str) -> str:
+    """docs/DATA.md's text with every generated block rewritten (unknown names left alone)."""
+    blocks = markdown_blocks()
+
+    def replace(match):
+        body = blocks.get(match.group(2), match.group(3))
+        return match.group(1) + body + match.group(4)
+
+    return _BLOCK.sub(replace, text)
+
+
+def main() -> int:
+    old = DATA_MD.read_text(encoding="utf-8")
+    new = render_data_md(old)
+    if new != old:
+        DATA_MD.write_text(new, encoding="utf-8")
+        print(f"rewrote the generated tables of {DATA_MD}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""``python -m labserver export SESSION_CODE --out DIR``: the session's data package as a zip.
+
+The same zip as the session's *Data package* tab in oTree's admin (lab/data_package.py), read
+straight from the database DATABASE_URL points at (SQLite: ./db.sqlite3 of the working folder),
+so it needs neither a running server nor the REST key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def export_session(session_code: str, out_dir: Path) -> Path:
+    from otree.main import setup
+
+    setup()
+    from otree.database import session_scope
+    from otree.models import Session
+
+    from lab.data_package import session_zip, zip_name
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with session_scope():
+        if Session.objects_filter(code=session_code).first() is None:
+            raise SystemExit(f"No session {session_code!r} in this database.")
+        data = session_zip(session_code)
+    path = out_dir / zip_name(session_code)
+    path.write_bytes(data)
+    return path
