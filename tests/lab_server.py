@@ -15,22 +15,13 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-# What a project copy links to: everything oTree and the apps import or read.
-PROJECT_ENTRIES = [
-    "settings.py", "protocol.py", "lab", "labserver", "agents", "prompts", "locale", "_static",
-    "_templates", "_rooms", "instructions", "game_with_chat", "game_without_chat",
-    "questionnaire", "payment", "tests",
-]
 
 
 def make_project_copy(work: Path) -> Path:
     """A working directory that sees the project's files but has its own database."""
-    work.mkdir(parents=True, exist_ok=True)
-    for entry in PROJECT_ENTRIES:
-        source = PROJECT / entry
-        if source.exists():
-            (work / entry).symlink_to(source)
-    return work
+    from labserver.workdir import link_project
+
+    return link_project(work, PROJECT)
 
 
 def lab_env(database_url: str = "", **extra) -> dict:
