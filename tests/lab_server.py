@@ -38,9 +38,11 @@ def lab_env(database_url: str = "", **extra) -> dict:
 
 
 def run_bots(workdir: Path, config: str, participants: int, overrides: dict, database_url: str = "",
-             export_dir: Path | None = None, timeout: float = 600, extra_env: dict | None = None
-             ) -> subprocess.CompletedProcess:
-    args = [PYTHON, "-m", "labserver", "bots", config, str(participants)]
+             export_dir: Path | None = None, timeout: float = 600, extra_env: dict | None = None,
+             database: str = "rehearsal") -> subprocess.CompletedProcess:
+    """``labserver bots`` in ``workdir``; ``database="lab"`` plays into the database a server
+    started there serves (``workdir``'s ./db.sqlite3, or ``database_url``)."""
+    args = [PYTHON, "-m", "labserver", "bots", config, str(participants), "--database", database]
     args += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     if export_dir:
         args += ["--export", str(export_dir)]
