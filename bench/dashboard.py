@@ -10,7 +10,8 @@ every field of every round, what the admin already polls) for the same session. 
 (last line) is the dashboard data's median response time, and its ratio to that baseline.
 
 Run: ``.venv/bin/python bench/dashboard.py [--participants 72] [--rounds 10] [--repeat 15]
-[--database-url postgresql://...]``
+[--database-url postgresql://...]``. It never uses the lab's ./db.sqlite3 (labserver/workdir.py):
+SQLite in memory by default, or --database-url's database.
 """
 
 from __future__ import annotations
@@ -123,14 +124,17 @@ def main() -> None:
     parser.add_argument("--database-url", default="")
     args = parser.parse_args()
 
-    os.chdir(PROJECT)
     os.environ.pop("OTREE_AUTH_LEVEL", None)
     os.environ.pop("OTREE_PRODUCTION", None)
     os.environ["LAB_MAX_ROUNDS_PER_GAME"] = str(args.rounds)
-    if args.database_url:
-        os.environ["DATABASE_URL"] = args.database_url
-    else:
-        os.environ["OTREE_IN_MEMORY"] = "1"
+    from labserver.workdir import away_from_the_lab
+
+    # Never in the lab's ./db.sqlite3: a folder of its own, SQLite in memory or --database-url's.
+    with away_from_the_lab(args.database_url, PROJECT):
+        measure(args)
+
+
+def measure(args) -> None:
     from otree.main import setup
 
     setup()

@@ -11,12 +11,15 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models, widgets
 
 import protocol
-from lab import manifest, rooms, session_settings
+from lab import manifest, request_guard, rooms, session_creation, session_settings
 from lab.pages import TranslatedTimer, texts_for
 from lab.payoff_table import payoff_table_vars
 
-# The first app of every session is imported by the server at start: guard its room entry.
+# The first app of every session is imported by the server (and a bot run) at start: guard its
+# room entry, refuse addresses the database cannot take, and let a refused session leave nothing.
 rooms.install()
+request_guard.install()
+session_creation.install()
 
 doc = __doc__
 

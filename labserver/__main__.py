@@ -15,12 +15,16 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser("run", help="start the lab server (oTree prodserver) and print its address")
     run.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
 
-    bots = commands.add_parser("bots", help="play a session with oTree's bots (any database, config overrides)")
+    bots = commands.add_parser("bots", help="play a session with oTree's bots (config overrides; never in the "
+                                            "lab's database unless --database lab)")
     bots.add_argument("config")
     bots.add_argument("participants", type=int)
     bots.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                       help="override a session-config value, e.g. --set rounds_per_game=3")
     bots.add_argument("--export", type=Path, help="write every custom export of the session here")
+    bots.add_argument("--database", choices=("rehearsal", "lab"), default="rehearsal",
+                      help="rehearsal (default): DATABASE_URL's database, else SQLite in memory, never the lab's "
+                           "./db.sqlite3; lab: the database the lab's server in this folder uses")
 
     export = commands.add_parser("export", help="write a session's data package (a zip) from the database "
                                                 "DATABASE_URL points at")
@@ -35,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bots":
         from labserver import botrun
 
-        botrun.run(args.config, args.participants, botrun.parse_overrides(args.set), args.export)
+        botrun.run(args.config, args.participants, botrun.parse_overrides(args.set), args.export, args.database)
         return 0
     if args.command == "export":
         from labserver.export import export_session

@@ -2,9 +2,13 @@
 
 ``otree test`` always uses an in-memory SQLite database and the config exactly as written.
 This runs the same bots (each app's ``tests.py``) but (1) on the database DATABASE_URL points
-at, PostgreSQL included, (2) with overrides such as ``rounds_per_game=3`` so the suite stays
-fast, and (3) exports every custom export (all ``custom_export*`` functions), which is what
-the analysis package reads, and the session's manifest as JSON beside them (docs/DATA.md).
+at, PostgreSQL or a SQLite file, (2) with overrides such as ``rounds_per_game=3`` so the suite
+stays fast, and (3) exports every custom export (all ``custom_export*`` functions), which is
+what the analysis package reads, and the session's manifest as JSON beside them (docs/DATA.md).
+
+A rehearsal never reads or writes the lab's own database (``./db.sqlite3``): it runs in a
+folder of its own (labserver/workdir.py), on DATABASE_URL's database or, without one, on SQLite
+in memory. ``database="lab"`` (``--database lab``) plays it in the lab's database instead.
 """
 
 from __future__ import annotations
@@ -35,10 +39,51 @@ def parse_overrides(pairs: list[str]) -> dict:
     return overrides
 
 
-def run(config_name: str, num_participants: int, overrides: dict, export_dir: Path | None) -> str:
-    """Create the session, play it with bots, export; return the session code."""
-    if not os.environ.get("DATABASE_URL"):
-        os.environ["OTREE_IN_MEMORY"] = "1"
+REHEARSAL, LAB = "rehearsal", "lab"
+
+
+def rehearsal_database_url() -> str:
+    """DATABASE_URL ('' for SQLite in memory); never the lab's ./db.sqlite3 of this folder."""
+    from labserver.server import database_problem
+    from labserver.workdir import names_lab_database
+
+    database_url = os.environ.get("DATABASE_URL", "").strip()
+    if database_url:
+        problem = database_problem(database_url)
+        if problem:
+            raise SystemExit(f"Not started: {problem}")
+        if names_lab_database(database_url, Path.cwd()):
+            raise SystemExit("Not started: DATABASE_URL names the lab's own database (./db.sqlite3); a rehearsal "
+                             "leaves it alone. Unset DATABASE_URL (SQLite in memory), name another file, or give "
+                             "--database lab to play in the lab's database.")
+    return database_url
+
+
+def run(config_name: str, num_participants: int, overrides: dict, export_dir: Path | None,
+        database: str = REHEARSAL) -> str:
+    """Create the session, play it with bots, export; return the session code. ``database``:
+    REHEARSAL (DATABASE_URL, else SQLite in memory; never the lab's ./db.sqlite3) or LAB (what
+    the lab's server in this folder uses: DATABASE_URL, else ./db.sqlite3)."""
+    from labserver.workdir import OTREE_SQLITE_FILE, away_from_the_lab, describe, lab_sqlite_file
+
+    export_dir = export_dir.absolute() if export_dir else None  # before any change of folder
+    if database == LAB:
+        database_url = os.environ.get("DATABASE_URL", "").strip()
+        if not database_url or database_url.startswith("sqlite"):  # oTree's test: SQLite is ./db.sqlite3
+            os.environ["DATABASE_URL"] = f"sqlite:///{OTREE_SQLITE_FILE}"  # on disk, not loaded into memory
+            shown = f"SQLite file {lab_sqlite_file(Path.cwd())}"
+        else:
+            shown = describe(database_url)
+        os.environ.pop("OTREE_IN_MEMORY", None)
+        print(f"Bots play in the lab's database: {shown}", flush=True)
+        return _play(config_name, num_participants, overrides, export_dir)
+    database_url = rehearsal_database_url()
+    print(f"Bots play in: {describe(database_url)}", flush=True)
+    with away_from_the_lab(database_url):
+        return _play(config_name, num_participants, overrides, export_dir)
+
+
+def _play(config_name: str, num_participants: int, overrides: dict, export_dir: Path | None) -> str:
     # Bots and the server share one process: a short GIL switch interval stops every
     # request's thread hop from costing a full 5 ms scheduling slice.
     sys.setswitchinterval(0.0002)
@@ -49,12 +94,17 @@ def run(config_name: str, num_participants: int, overrides: dict, export_dir: Pa
     from otree.bots.runner import run_bots
     from otree.database import session_scope
 
+    from lab.session_creation import SessionRefused
+
     started = time.monotonic()
-    with session_scope():
-        session = otree.session.create_session(
-            config_name, num_participants=num_participants, modified_session_config_fields=overrides
-        )
-        session_id, session_code = session.id, session.code
+    try:
+        with session_scope():
+            session = otree.session.create_session(
+                config_name, num_participants=num_participants, modified_session_config_fields=overrides
+            )
+            session_id, session_code = session.id, session.code
+    except SessionRefused as refusal:
+        raise SystemExit(f"Session refused: {refusal}") from None
     with session_scope():
         run_bots(session_id)
     print(f"Bots completed session {session_code} ({config_name}, {num_participants} participants) "

@@ -15,22 +15,13 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-# What a project copy links to: everything oTree and the apps import or read.
-PROJECT_ENTRIES = [
-    "settings.py", "protocol.py", "lab", "labserver", "agents", "prompts", "locale", "_static",
-    "_templates", "_rooms", "instructions", "game_with_chat", "game_without_chat",
-    "questionnaire", "payment", "tests",
-]
 
 
 def make_project_copy(work: Path) -> Path:
     """A working directory that sees the project's files but has its own database."""
-    work.mkdir(parents=True, exist_ok=True)
-    for entry in PROJECT_ENTRIES:
-        source = PROJECT / entry
-        if source.exists():
-            (work / entry).symlink_to(source)
-    return work
+    from labserver.workdir import link_project
+
+    return link_project(work, PROJECT)
 
 
 def lab_env(database_url: str = "", **extra) -> dict:
@@ -47,9 +38,11 @@ def lab_env(database_url: str = "", **extra) -> dict:
 
 
 def run_bots(workdir: Path, config: str, participants: int, overrides: dict, database_url: str = "",
-             export_dir: Path | None = None, timeout: float = 600, extra_env: dict | None = None
-             ) -> subprocess.CompletedProcess:
-    args = [PYTHON, "-m", "labserver", "bots", config, str(participants)]
+             export_dir: Path | None = None, timeout: float = 600, extra_env: dict | None = None,
+             database: str = "rehearsal") -> subprocess.CompletedProcess:
+    """``labserver bots`` in ``workdir``; ``database="lab"`` plays into the database a server
+    started there serves (``workdir``'s ./db.sqlite3, or ``database_url``)."""
+    args = [PYTHON, "-m", "labserver", "bots", config, str(participants), "--database", database]
     args += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     if export_dir:
         args += ["--export", str(export_dir)]

@@ -20,7 +20,7 @@ ADMIN_PASSWORD = "test-admin-password"
 
 def _bots(project_copy, database_url, config, participants, **overrides):
     result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
-                      database_url=database_url or "sqlite:///db.sqlite3")
+                      database_url=database_url, database="lab")
     return result.stdout.split("Bots completed session ", 1)[1].split()[0]
 
 

@@ -1,0 +1,88 @@
+"""A session refused at creation leaves nothing behind, and the REST API says why with a 400.
+
+oTree's ``create_session`` commits the session, its participants and each app's subsessions,
+groups and players before it runs the apps' ``creating_session``, where this lab refuses a
+session that cannot run (``lab.session_settings.validate``: the model check, the number of
+people, the rounds...). On an error it marks the session for deletion and re-raises, but both
+callers then roll back, the deletion with it: the refused session stayed in the session list
+with participant links answering 500. And the REST API (``POST /api/sessions``) answered a
+refusal with a 500 and a traceback; it turns only oTree's ``CreateSessionInvalidArgs`` into a
+400 with the message.
+
+Here ``create_session`` is wrapped: when it fails after the session row exists, what the
+attempt wrote is rolled back and the session deleted as oTree's own "delete sessions" does it
+(its participants, subsessions, groups, players and the apps' rows go with it: every table
+refers to the session or to those rows with ON DELETE CASCADE), and a refusal is raised as
+``SessionRefused``, a ``CreateSessionInvalidArgs``: REST answers 400 with the message as plain
+text, and the admin's create-session form shows "Failed to create session: <message>" as before.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from otree.session import CreateSessionInvalidArgs
+
+_attempt = threading.local()  # the id of the session being created in this thread
+
+
+class SessionRefused(CreateSessionInvalidArgs):
+    """A session config this lab cannot run; the message says which value and why."""
+
+
+def install() -> None:
+    """Wrap oTree's create_session where its callers find it; idempotent."""
+    import otree.session
+    import otree.views.rest
+
+    if getattr(otree.session.create_session, "_lab_leaves_nothing", False):
+        return
+    original_create = otree.session.create_session
+    original_run_hooks = otree.session.run_creating_session_functions
+
+    def run_creating_session_functions(session, progress_message_fxn):
+        _attempt.session_id = session.id  # committed by now: known without a query
+        return original_run_hooks(session, progress_message_fxn)
+
+    def create_session(*args, **kwargs):
+        _attempt.session_id = None
+        try:
+            return original_create(*args, **kwargs)
+        except Exception as error:
+            if _attempt.session_id is not None:
+                remove_session(_attempt.session_id)
+            from lab.session_settings import SessionConfigError
+
+            if isinstance(error, SessionConfigError):
+                raise SessionRefused(str(error)) from error
+            raise
+        finally:
+            _attempt.session_id = None
+
+    original_rest_post = otree.views.rest.RESTSessions.post
+
+    def rest_post(self, **kwargs):
+        response = original_rest_post(self, **kwargs)
+        if response.status_code == 400 and "content-type" not in response.headers:
+            response.headers["content-type"] = "text/plain; charset=utf-8"  # oTree sends the message untyped
+        return response
+
+    create_session._lab_leaves_nothing = True
+    otree.session.run_creating_session_functions = run_creating_session_functions
+    otree.session.create_session = create_session
+    otree.views.rest.create_session = create_session  # REST imported the name
+    otree.views.rest.RESTSessions.post = rest_post
+
+
+def remove_session(session_id: int) -> None:
+    """Undo a failed creation: what is not committed yet (the apps' creating_session writes,
+    oTree's own pending delete), then the session's committed rows."""
+    from otree.database import db
+    from otree.models import Session
+
+    from lab.session_settings import forget_session_id
+
+    db.rollback()
+    db.query(Session).filter(Session.id == session_id).delete(synchronize_session=False)
+    db.commit()
+    forget_session_id(session_id)  # SQLite may give the next session this id
