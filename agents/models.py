@@ -635,9 +635,8 @@ def build_adapter(cfg: ModelConfig) -> LanguageModel:
 
         return SimulatedModel(cfg)
     if cfg.api_key_env and not cfg.api_key():  # openai_compatible names none unless its server needs one
-        keyless = "; a server that needs no key: leave api_key_env out" if cfg.provider == "openai_compatible" else ""
         raise ConfigError(f"api_key_env: the environment variable {cfg.api_key_env} is not set "
-                          f"(provider {cfg.provider!r} needs an API key{keyless})")
+                          f"(provider {cfg.provider!r} needs an API key)")
     if cfg.provider == "anthropic":
         return AnthropicModel(cfg, settings)
     return OpenAIChatModel(cfg, settings)
