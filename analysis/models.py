@@ -142,10 +142,10 @@ def fit_notes(fitted: FittedGLM) -> list[str]:
         notes.append(f"the design is rank-deficient (rank {rank} of {len(fitted.design_columns)} terms): "
                      f"{', '.join(fitted.aliased)} cannot be estimated — a constant, or a linear combination of "
                      "the terms before it (R reports NA) — and are left out of the fit; AIC and AICc count "
-                     f"{rank} parameters.")
+                     f"{rank} parameter{'s' * (rank != 1)}.")
     if fitted.separated:
         notes.append(f"perfect separation: coefficients not identifiable — {', '.join(fitted.separated)} "
-                     "have no finite estimate (the data are separated: e.g. every participant cooperated in "
+                     f"ha{'ve' if len(fitted.separated) > 1 else 's'} no finite estimate (the data are separated: e.g. every participant cooperated in "
                      "every round, or none did); their estimate, standard error, z and p are where the fit "
                      "stopped, not results (R's glm gives huge standard errors, sometimes with the warning "
                      "\"fitted probabilities numerically 0 or 1 occurred\").")
@@ -157,8 +157,9 @@ def distinct_values_note(frequency: pd.Series, degree: int) -> str | None:
     distinct = frequency.dropna().nunique()
     if degree < distinct:
         return None
+    which = f"the powers above {distinct - 1} are" if distinct > 1 else "no power of f is"
     return (f"f takes only {distinct} distinct value{'s' if distinct != 1 else ''}: a polynomial of degree "
-            f"{degree} needs at least {degree + 1}, so the powers above {max(distinct - 1, 0)} are not estimable.")
+            f"{degree} needs at least {degree + 1}, so {which} estimable.")
 
 
 def breach_polynomial_glm(participants: pd.DataFrame, degree: int = 3) -> FittedGLM:
