@@ -14,7 +14,9 @@ the paper's tables:
   ties or zeros, otherwise the normal approximation with continuity correction.
 - ``cohens_d`` (pooled standard deviation) and ``cohens_h`` (statsmodels'
   ``proportion_effectsize``), both signed as group 1 minus group 2.
-- ``one_way_anova`` (statsmodels' ``anova_lm``) and ``tukey_hsd`` (``pairwise_tukeyhsd``).
+- ``one_way_anova`` (statsmodels' ``anova_lm``) and ``tukey_hsd`` (``pairwise_tukeyhsd``); on
+  groups without inner variance R's exact answers (``oneway.test``), not rounding noise.
+- Degenerate samples give what R gives (NaN, Inf), never a number made of rounding noise.
 - ``cohens_kappa`` (statsmodels' ``inter_rater``).
 """
 
