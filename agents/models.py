@@ -634,7 +634,7 @@ def build_adapter(cfg: ModelConfig) -> LanguageModel:
         from .simulated import SimulatedModel
 
         return SimulatedModel(cfg)
-    if cfg.api_key_env and not cfg.api_key() and cfg.provider != "openai_compatible":
+    if cfg.api_key_env and not cfg.api_key():  # openai_compatible names none unless its server needs one
         raise ConfigError(f"api_key_env: the environment variable {cfg.api_key_env} is not set "
                           f"(provider {cfg.provider!r} needs an API key)")
     if cfg.provider == "anthropic":

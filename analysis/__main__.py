@@ -16,6 +16,18 @@ EXIT_NO_INPUT = 2  # a path that does not exist, or no CSV at all: nothing was r
 EXIT_NOTHING_TO_ANALYSE = 1  # CSVs read, but no decisions or participants among them
 
 
+def polynomial_degree(text: str) -> int:
+    """--degree: a whole number ≥ 1 (degree 0 would be a model of the intercept alone)."""
+    try:
+        degree = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if degree < 1:
+        raise argparse.ArgumentTypeError(f"{degree}: the degree of the polynomial in f must be at least 1 "
+                                         "(1 = linear, the paper's 3 and 4 are cubic and quartic)")
+    return degree
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["annotate"]:  # machine annotation of the blind template (analysis/machine_cli.py)
@@ -31,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("exports", nargs="+", help="folders (read recursively) or CSV files: exports, "
                         "filled annotation files, the motives file")
     parser.add_argument("--out", required=True, help="the report folder (created if missing)")
-    parser.add_argument("--degree", type=int, default=None,
+    parser.add_argument("--degree", type=polynomial_degree, default=None, metavar="N",
                         help="degree of the Fig. 3 polynomial GLM for both label settings "
                              "(default: the paper's, 3 informed, 4 uninformed)")
     # --- session manifests (analysis/manifest.py): printed, checked, added to the report ---

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.blind_output import without_persona
 from analysis.load import (BREACH_CHECKS, LABEL_COLUMNS, MOTIVES, UNREADABLE, parse_agreement, parse_strategy,
                            to_bool)
 from analysis.stats import cohens_kappa
@@ -106,8 +107,9 @@ def write_template(conversations: pd.DataFrame, path: str | Path, key_path: str 
 def breach_template(conversations: pd.DataFrame, key: pd.DataFrame, llm_calls: pd.DataFrame) -> pd.DataFrame:
     """SI Note 2's second task: one row per agent promise breach (an agreement on A/A, then the
     agent chose B), with the conversation, the agent's own output of that round (its model
-    replies) and empty columns for the binary checks (coherent, error_free: 1/0) and the four
-    motives (−3..3). Blind like the first template."""
+    replies, every statement of its persona cut: ``blind_output``) and empty columns for the
+    binary checks (coherent, error_free: 1/0) and the four motives (−3..3). Blind like the first
+    template."""
     rows = []
     agreed = conversations[conversations["agreement"] == True]  # noqa: E712
     items = dict(zip(key["conversation_id"], key[ITEM]))
@@ -118,7 +120,7 @@ def breach_template(conversations: pd.DataFrame, key: pd.DataFrame, llm_calls: p
             row = {ITEM: items.get(conversation["conversation_id"], ""), "breaching_player": number}
             for column in message_columns():
                 row[column] = conversation[column] or NO_MESSAGE
-            row["agent_output"] = _agent_output(llm_calls, conversation, conversation[f"{side}_code"])
+            row["agent_output"] = without_persona(_agent_output(llm_calls, conversation, conversation[f"{side}_code"]))
             rows.append(row)
     table = pd.DataFrame(rows, columns=[ITEM, "breaching_player", *message_columns(), "agent_output"])
     for column in ["annotator", *BREACH_CHECKS, *MOTIVES]:

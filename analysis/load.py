@@ -15,6 +15,8 @@ from typing import Iterable
 import pandas as pd
 
 import protocol
+from analysis.labels import (FALSE_WORDS, TRUE_WORDS, UNREADABLE, parse_agreement, parse_motive,  # noqa: F401
+                            parse_strategy)
 
 SESSION_KEYS = ("session_code", "treatment", "associate_type", "label_setting", "game_order", "source")
 TREATMENTS = tuple(protocol.TREATMENT_CODES.values()) + ("A-A",)  # A-A: agent-vs-agent simulation
@@ -95,44 +97,9 @@ VALUE_CHECKS = {
     "participants": ("treatment", "associate_type", "label_setting"),
     "llm_calls": ("treatment",),
 }
-TRUE_WORDS, FALSE_WORDS = {"true", "1", "yes", "y", "t"}, {"false", "0", "no", "n", "f"}
-# What annotators write, in both languages of the study. Anything else is listed as a problem
-# with its file and row, and read as missing (not as "unclear", which is a label).
-AGREEMENT_TRUE = TRUE_WORDS | {"1.0", "agreed", "agree", "agreement", "mutual a", "a/a", "是", "对", "有", "同意",
-                               "达成", "达成一致", "已达成", "一致", "√", "✓", "✔"}
-AGREEMENT_FALSE = FALSE_WORDS | {"0.0", "no agreement", "not agreed", "disagree", "none", "否", "不", "不是", "无",
-                                 "没有", "未达成", "没有达成", "不同意", "不一致", "×", "✗", "✘"}
-UNCLEAR_WORDS = {"", "unclear", "?", "？", "-", "—", "n/a", "na", "none", "不清楚", "不确定", "不明确", "无法判断",
-                 "未知", "不明"}
-STRATEGY_NOISE = ("STRATEGY", "策略", "选择", "选", "CHOOSE", "OPTION", " ", "\u3000", '"', "'", "“", "”")
 # Columns a file may lack without a warning: annotation files name conversations by one of two
 # columns, and the breach checks are the second task's, absent from motive-only files.
 OPTIONAL_COLUMNS = {"conversation_id", "item", *BREACH_CHECKS}
-UNREADABLE = "\x00unreadable"  # a value that is no label: read as missing
-
-
-def parse_strategy(value: object) -> str:
-    """'A', 'B', '' (unclear) or UNREADABLE, from what an annotator wrote: a, B, 策略A, Strategy B…"""
-    text = str(value).strip()
-    if text.lower() in UNCLEAR_WORDS:
-        return ""
-    letter = text.upper()
-    for noise in STRATEGY_NOISE:
-        letter = letter.replace(noise, "")
-    letter = letter.replace("Ａ", "A").replace("Ｂ", "B")  # full-width letters of a Chinese keyboard
-    return letter if letter in ("A", "B") else UNREADABLE
-
-
-def parse_agreement(value: object) -> str:
-    """'True', 'False', '' (not filled) or UNREADABLE: 是/否, yes/no, 1/0, agreed, 1.0, TRUE…"""
-    text = str(value).strip().lower()
-    if text == "":
-        return ""
-    if text in AGREEMENT_TRUE:
-        return "True"
-    if text in AGREEMENT_FALSE:
-        return "False"
-    return UNREADABLE
 
 
 def _row(index: int) -> str:
@@ -419,10 +386,11 @@ def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.D
                                           "read as missing (the resolver decides when no annotator's value "
                                           "can be read)")
     if spec.name == "motives":
-        for column in BREACH_CHECKS:
-            parsed = _parse_labels(name, frame, column, parse_agreement, problems, "are not 1/0 (yes/no, 是/否)",
-                                   "read as missing")
-            frame[column] = parsed.replace(UNREADABLE, "")
+        for column in BREACH_CHECKS + MOTIVES:
+            parse, what = ((parse_agreement, "are not 1/0 (yes/no, 是/否)") if column in BREACH_CHECKS else
+                           (parse_motive, "are not ratings (whole numbers from −3 to 3)"))
+            frame[column] = _parse_labels(name, frame, column, parse, problems, what, "read as missing, left out "
+                                          "of the tests").replace(UNREADABLE, "")
     for column in VALUE_CHECKS.get(spec.name, ()):
         values = frame[column].str.strip()
         bad = ~values.isin(ALLOWED_VALUES[column])

@@ -9,11 +9,13 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
+from scipy.optimize import linprog
 
 from analysis.load import PERCEPTION_COLUMNS, SEVEN_C_COLUMNS
 
@@ -25,11 +27,17 @@ BASELINE_TREATMENT = "H-F"
 
 @dataclass
 class FittedGLM:
-    coefficients: pd.DataFrame  # term, estimate, standard_error, z, p_value, estimable
+    coefficients: pd.DataFrame  # term, estimate, standard_error, z, p_value, estimable, identifiable, note
     fit_summary: pd.DataFrame  # null deviance, residual deviance, AIC, AICc, rank, observations
     result: object  # the statsmodels results object (fitted on the estimable terms)
     aliased: tuple[str, ...] = ()  # terms R reports as NA: linear combinations of earlier terms
     design_columns: tuple[str, ...] = ()  # every term, estimable or not, in the design's order
+    separated: tuple[str, ...] = ()  # terms whose estimate grows without bound (perfect separation)
+
+
+NOT_ESTIMABLE = "not estimable: a constant or a linear combination of the terms before it (rank-deficient design)"
+NOT_IDENTIFIABLE = ("perfect separation: not identifiable (no finite maximum-likelihood estimate; the number "
+                    "shown is where the fit stopped)")
 
 
 # A column whose residual, after projecting it on the columns before it, is below this share of
@@ -62,6 +70,36 @@ def aliased_columns(design: pd.DataFrame, tolerance: float = ALIAS_TOLERANCE) ->
     return aliased
 
 
+# A direction of the linear program below longer than this (of at most 1 per coefficient) is one.
+SEPARATION_TOLERANCE = 1e-7
+
+
+def separated_terms(successes: np.ndarray, trials: np.ndarray, design: pd.DataFrame) -> list[str]:
+    """The terms of a full-rank design whose maximum-likelihood estimate is infinite: the data
+    are (quasi-)completely separated. Konis' linear program, as R's ``detectseparation`` runs it:
+    a direction b with x·b ≥ 0 where every trial succeeded, x·b ≤ 0 where none did and x·b = 0
+    elsewhere raises the likelihood without end along b; a term is infinite when some such b
+    moves it. Everyone cooperating in every round separates the intercept."""
+    x = design.to_numpy(dtype=float)
+    all_successes, no_successes = successes >= trials, successes <= 0
+    mixed = ~all_successes & ~no_successes
+    upper = np.vstack([-x[all_successes], x[no_successes]])
+    bounds = [(-1.0, 1.0)] * x.shape[1]
+    infinite = []
+    for index, name in enumerate(design.columns):
+        for sign in (1.0, -1.0):
+            objective = np.zeros(x.shape[1])
+            objective[index] = -sign  # maximise sign·b_index
+            solution = linprog(objective, A_ub=upper if len(upper) else None,
+                               b_ub=np.zeros(len(upper)) if len(upper) else None,
+                               A_eq=x[mixed] if mixed.any() else None,
+                               b_eq=np.zeros(mixed.sum()) if mixed.any() else None, bounds=bounds, method="highs")
+            if solution.status == 0 and -solution.fun > SEPARATION_TOLERANCE:
+                infinite.append(name)
+                break
+    return infinite
+
+
 def binomial_glm(successes: np.ndarray, trials: np.ndarray, design: pd.DataFrame) -> FittedGLM:
     """R's ``glm(cbind(successes, trials − successes) ~ …, family = binomial)``, including its
     answer on a rank-deficient design: aliased terms are not estimated (NA, ``estimable`` False),
@@ -72,12 +110,19 @@ def binomial_glm(successes: np.ndarray, trials: np.ndarray, design: pd.DataFrame
         raise ValueError(f"{len(design)} observations: too few for a model of rank {estimable.shape[1]} "
                          "(no residual degree of freedom; R would fit the data exactly)")
     response = np.column_stack([successes, trials - successes])
-    result = sm.GLM(response, estimable, family=sm.families.Binomial()).fit()
+    separated = separated_terms(successes, trials, estimable)
+    with warnings.catch_warnings():
+        # statsmodels' warnings (perfect separation, overflow) are said in the table instead
+        warnings.simplefilter("ignore")
+        result = sm.GLM(response, estimable, family=sm.families.Binomial()).fit()
     coefficients = pd.DataFrame({"term": list(design.columns)})
     for name, values in (("estimate", result.params), ("standard_error", result.bse), ("z", result.tvalues),
                          ("p_value", result.pvalues)):
         coefficients[name] = coefficients["term"].map(dict(zip(estimable.columns, values.to_numpy())))
     coefficients["estimable"] = ~coefficients["term"].isin(aliased)
+    coefficients["identifiable"] = coefficients["estimable"] & ~coefficients["term"].isin(separated)
+    coefficients["note"] = np.select([~coefficients["estimable"], ~coefficients["identifiable"]],
+                                     [NOT_ESTIMABLE, NOT_IDENTIFIABLE], "")
     rank, observations = estimable.shape[1], len(design)
     # AICc as the paper reports it: AIC with the small-sample correction, k = the model's rank.
     denominator = observations - rank - 1
@@ -86,11 +131,41 @@ def binomial_glm(successes: np.ndarray, trials: np.ndarray, design: pd.DataFrame
                                         "terms", "observations"],
                             "value": [result.null_deviance, result.deviance, result.aic, aicc, rank,
                                       design.shape[1], observations]})
-    return FittedGLM(coefficients, summary, result, tuple(aliased), tuple(design.columns))
+    return FittedGLM(coefficients, summary, result, tuple(aliased), tuple(design.columns), tuple(separated))
+
+
+def fit_notes(fitted: FittedGLM) -> list[str]:
+    """What a reader of the coefficients must know: terms not estimable, estimates not identifiable."""
+    notes = []
+    if fitted.aliased:
+        rank = len(fitted.design_columns) - len(fitted.aliased)
+        notes.append(f"the design is rank-deficient (rank {rank} of {len(fitted.design_columns)} terms): "
+                     f"{', '.join(fitted.aliased)} cannot be estimated — a constant, or a linear combination of "
+                     "the terms before it (R reports NA) — and are left out of the fit; AIC and AICc count "
+                     f"{rank} parameter{'s' * (rank != 1)}.")
+    if fitted.separated:
+        notes.append(f"perfect separation: coefficients not identifiable — {', '.join(fitted.separated)} "
+                     f"ha{'ve' if len(fitted.separated) > 1 else 's'} no finite estimate (the data are separated: e.g. every participant cooperated in "
+                     "every round, or none did); their estimate, standard error, z and p are where the fit "
+                     "stopped, not results (R's glm gives huge standard errors, sometimes with the warning "
+                     "\"fitted probabilities numerically 0 or 1 occurred\").")
+    return notes
+
+
+def distinct_values_note(frequency: pd.Series, degree: int) -> str | None:
+    """A polynomial of degree k through fewer than k + 1 distinct values of f is rank-deficient."""
+    distinct = frequency.dropna().nunique()
+    if degree < distinct:
+        return None
+    which = f"the powers above {distinct - 1} are" if distinct > 1 else "no power of f is"
+    return (f"f takes only {distinct} distinct value{'s' if distinct != 1 else ''}: a polynomial of degree "
+            f"{degree} needs at least {degree + 1}, so {which} estimable.")
 
 
 def breach_polynomial_glm(participants: pd.DataFrame, degree: int = 3) -> FittedGLM:
     """Fig. 3: WC cooperation of participants with agent associates on f, f², …, f^degree."""
+    if degree < 1:
+        raise ValueError(f"the degree of the polynomial in f must be at least 1, not {degree}")
     data = participants.dropna(subset=["agent_breach_frequency", "rounds_WC"])
     data = data[data["rounds_WC"] > 0]
     if len(data) <= degree + 1:
@@ -137,6 +212,7 @@ def perception_glm(participants: pd.DataFrame, treatments: tuple[str, ...]) -> F
 def breach_curve_band(fitted: FittedGLM, points: int = 101, confidence: float = 0.95) -> pd.DataFrame:
     """A pointwise confidence band around the fitted curve, as R's
     ``predict(model, type = "link", se.fit = TRUE)`` with fit ± z·se mapped through the logit."""
+    from scipy.special import expit
     from scipy.stats import norm
 
     frequency = np.linspace(0.0, 1.0, points)
@@ -146,6 +222,5 @@ def breach_curve_band(fitted: FittedGLM, points: int = 101, confidence: float = 
     link = design @ np.asarray(fitted.result.params)
     standard_error = np.sqrt(np.einsum("ij,jk,ik->i", design, covariance, design))
     z = norm.ppf(0.5 + confidence / 2)
-    expit = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
     return pd.DataFrame({"agent_breach_frequency": frequency, "lower": expit(link - z * standard_error),
                          "upper": expit(link + z * standard_error)})

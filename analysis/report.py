@@ -72,7 +72,15 @@ def _stem(section: Section) -> str:
     return f"{section.key}_{setting}"
 
 
-STATISTIC_COLUMNS = {"W", "W_reversed", "z", "V", "chi2", "cohens_d", "cohens_h", "rho", "cohens_kappa"}
+STATISTIC_COLUMNS = {"W", "W_reversed", "z", "V", "chi2", "cohens_d", "cohens_h", "rho", "cohens_kappa", "F"}
+
+
+def _number(value: float) -> str:
+    if pd.isna(value):
+        return ""
+    if value in (float("inf"), float("-inf")):
+        return "Inf" if value > 0 else "-Inf"  # as R prints them (F of groups without variance, d)
+    return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 def _format_table(table: pd.DataFrame, name: str = "") -> str:
@@ -85,10 +93,11 @@ def _format_table(table: pd.DataFrame, name: str = "") -> str:
             shown[column] = shown[column].map(lambda p: stats.format_p(p, floor))
         elif column in STATISTIC_COLUMNS and pd.api.types.is_float_dtype(shown[column]):
             # a statistic of a degenerate sample: R's NA/NaN, not an empty cell that reads as "no data"
-            shown[column] = shown[column].map(lambda v: "not defined" if pd.isna(v)
-                                              else f"{v:.3f}".rstrip("0").rstrip("."))
+            shown[column] = shown[column].map(lambda v: "not defined" if pd.isna(v) else _number(v))
         elif pd.api.types.is_float_dtype(shown[column]):
-            shown[column] = shown[column].map(lambda v: "" if pd.isna(v) else f"{v:.3f}".rstrip("0").rstrip("."))
+            shown[column] = shown[column].map(_number)
+    if "term" in shown and {"F", "p_value"} <= set(shown.columns):  # the ANOVA: residuals have no test
+        shown.loc[shown["term"] == "Residuals", ["F", "p_value"]] = ""
     return shown.to_html(index=False, escape=True, border=0, classes="table")
 
 

@@ -18,11 +18,11 @@ from matplotlib.figure import Figure
 
 import protocol
 from analysis import annotation, figures, models, stats, tidy
+from analysis.simulation import SIMULATION_TREATMENT, simulation_section
 from analysis.load import BREACH_CHECKS, MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports, Problem
 
 TREATMENT_ORDER = ("H-H", "H-F", "H-C", "H-S")  # the order of the pairs in Tables S2, S3, S5…
 AGENT_TREATMENTS = ("H-F", "H-C", "H-S")
-SIMULATION_TREATMENT = "A-A"
 PERSONA_ORDER = ("fair", "cooperative", "selfish")
 PAPER_GLM_DEGREE = {"informed": 3, "uninformed": 4}  # Fig. 3 cubic, Fig. S19 quartic
 PAPER_REFERENCES = {  # (informed, uninformed)
@@ -95,6 +95,13 @@ def oriented_pairs(groups: tuple[str, ...], leading: tuple[str, ...] = ()) -> li
 
 
 # --- Pairwise comparisons --------------------------------------------------------------------
+# Every table has its columns even without rows: an empty CSV is its header, which R's read.csv
+# and pandas read (a bare newline they refuse).
+MANN_WHITNEY_COLUMNS = ["comparison", "n1", "n2", "median1", "median2", "mean1", "mean2", "W", "W_of",
+                        "W_reversed", "z", "p_value", "cohens_d"]
+PROPORTION_COLUMNS = ["comparison", "percentage1", "percentage2", "chi2", "p_value", "cohens_h"]
+SUMMARY_COLUMNS = ["who", "group", "game", "n", "mean", "sd", "median", "ci_low", "ci_high"]
+RATE_COLUMNS = ["dimension", "treatment", "count", "of", "percentage", "ci_low_percentage", "ci_high_percentage"]
 def pairwise_mann_whitney(data: pd.DataFrame, value: str, group: str, groups: tuple[str, ...],
                           notes: list[str], what: str, leading: tuple[str, ...] = ()) -> pd.DataFrame:
     """Median, mean, W, z, p and Cohen's d for every pair of groups.
@@ -117,7 +124,7 @@ def pairwise_mann_whitney(data: pd.DataFrame, value: str, group: str, groups: tu
     empty = [g for g in groups if samples[g].empty]
     if empty:
         notes.append(f"{what}: no data for {', '.join(empty)} — comparisons with it are left out.")
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=MANN_WHITNEY_COLUMNS)
 
 
 def pairwise_proportions(counts: pd.DataFrame, groups: tuple[str, ...],
@@ -134,7 +141,7 @@ def pairwise_proportions(counts: pd.DataFrame, groups: tuple[str, ...],
         rows.append({"comparison": f"{first} vs. {second}", "percentage1": 100 * x1 / n1,
                      "percentage2": 100 * x2 / n2, "chi2": test.statistic, "p_value": test.p_value,
                      "cohens_h": stats.cohens_h(x1 / n1, x2 / n2)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=PROPORTION_COLUMNS)
 
 
 def _interval_columns(values: pd.Series) -> dict[str, float]:
@@ -178,7 +185,7 @@ def cooperation_section(participants: pd.DataFrame, agents: pd.DataFrame, label_
                 summary.append({"who": "agents", "group": persona, "game": game, "n": len(rates),
                                 "mean": rates.mean(), "sd": rates.std(), "median": rates.median(),
                                 **_interval_columns(rates)})
-    section.tables["cooperation_rates"] = pd.DataFrame(summary)
+    section.tables["cooperation_rates"] = pd.DataFrame(summary, columns=SUMMARY_COLUMNS)
     for game in protocol.GAMES:
         section.tables[f"participants_pairwise_{game}"] = pairwise_mann_whitney(
             humans, f"cooperation_rate_{game}", "treatment", treatments, section.notes if game == "WC" else [],
@@ -239,7 +246,7 @@ def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_s
                 rates.append({"dimension": dimension, "treatment": treatment, "count": int(successes),
                               "of": int(trials), "percentage": 100 * successes / trials if trials else np.nan,
                               "ci_low_percentage": 100 * low, "ci_high_percentage": 100 * high})
-    section.tables["rates"] = pd.DataFrame(rates)
+    section.tables["rates"] = pd.DataFrame(rates, columns=RATE_COLUMNS)
     comparisons = []
     for dimension, table in counts.items():
         groups = AGENT_TREATMENTS if dimension == "agent_breaches" else TREATMENT_ORDER
@@ -277,7 +284,8 @@ def breach_glm_section(participants: pd.DataFrame, label_setting: str, degree: i
         return section
     section.tables["coefficients"] = fitted.coefficients
     section.tables["fit"] = fitted.fit_summary
-    _note_aliased(section.notes, "", fitted)
+    few_values = models.distinct_values_note(data["agent_breach_frequency"], degree)
+    section.notes.extend(([few_values] if few_values else []) + models.fit_notes(fitted))
     curve = models.breach_curve(fitted)
     try:
         curve = curve.join(models.breach_curve_band(fitted)[["lower", "upper"]])
@@ -318,7 +326,8 @@ def _items_pairwise(humans: pd.DataFrame, columns: tuple[str, ...], prefix: str,
         if not table.empty:
             table.insert(1, "dimension", column.removeprefix(prefix))
             parts.append(table)
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    empty = pd.DataFrame(columns=MANN_WHITNEY_COLUMNS[:1] + ["dimension"] + MANN_WHITNEY_COLUMNS[1:])
+    return pd.concat(parts, ignore_index=True) if parts else empty
 
 
 def seven_c_section(participants: pd.DataFrame, label_setting: str) -> Section:
@@ -362,7 +371,8 @@ def norms_cooperation_section(participants: pd.DataFrame, label_setting: str) ->
         if not table.empty:
             table.insert(0, "norm_group", group)
             parts.append(table)
-    section.tables["pairwise"] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    section.tables["pairwise"] = (pd.concat(parts, ignore_index=True) if parts
+                                  else pd.DataFrame(columns=["norm_group", *MANN_WHITNEY_COLUMNS]))
     section.figures["figS2_norms_cooperation"] = partial(figures.norms_cooperation, section.tables["cooperation_by_norm"])
     return section
 
@@ -390,13 +400,11 @@ def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_se
             ratings = keyed.loc[keyed["p2_persona"] == persona, motive].dropna()
             if ratings.empty:
                 continue
-            row = {"persona": persona, "motive": motive, "ratings": len(ratings), "mean": ratings.mean(),
-                   "median": ratings.median(), "V": np.nan, "p_value": np.nan}
-            if (ratings != 0).any():
-                test = stats.signed_rank(ratings)
-                row.update(V=test.statistic, p_value=test.p_value)
-            rows.append(row)
-    section.tables["motive_tests"] = pd.DataFrame(rows)
+            test = stats.signed_rank(ratings)  # every rating 0: R's V = 0, p NaN
+            rows.append({"persona": persona, "motive": motive, "ratings": len(ratings), "mean": ratings.mean(),
+                         "median": ratings.median(), "V": test.statistic, "p_value": test.p_value})
+    section.tables["motive_tests"] = pd.DataFrame(rows, columns=["persona", "motive", "ratings", "mean", "median",
+                                                                 "V", "p_value"])
     section.figures["figS3_motives"] = partial(figures.motives, keyed)
     checks = []
     for persona in _present(keyed["p2_persona"], PERSONA_ORDER):
@@ -436,7 +444,7 @@ def perception_glm_section(participants: pd.DataFrame, label_setting: str) -> Se
             continue
         section.tables[f"{name}_coefficients"] = fitted.coefficients
         section.tables[f"{name}_fit"] = fitted.fit_summary
-        _note_aliased(section.notes, f"{name}: ", fitted)
+        section.notes.extend(f"{name}: {note}" for note in models.fit_notes(fitted))
     agent_people = participants[participants["treatment"].isin(AGENT_TREATMENTS)]
     if "perception_intelligence" in agent_people and agent_people["agent_breach_frequency"].notna().any():
         test = stats.spearman(agent_people["perception_intelligence"], agent_people["agent_breach_frequency"])
@@ -454,15 +462,6 @@ def perception_glm_section(participants: pd.DataFrame, label_setting: str) -> Se
     return section
 
 
-def _note_aliased(notes: list[str], prefix: str, fitted: models.FittedGLM) -> None:
-    if fitted.aliased:
-        rank = len(fitted.design_columns) - len(fitted.aliased)
-        notes.append(f"{prefix}the design is rank-deficient (rank {rank} of {len(fitted.design_columns)} terms): "
-                     f"{', '.join(fitted.aliased)} cannot be estimated — a constant, or a linear combination of "
-                     "the terms before it (R reports NA) — and are left out of the fit; AIC and AICc count "
-                     f"{rank} parameters.")
-
-
 def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Section:
     section = Section("believed_human", "Did participants believe their associates were human?", "",
                       label_setting)
@@ -476,7 +475,8 @@ def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Se
         low, high = stats.mean_interval(ratings)
         rows.append({"treatment": treatment, "n": len(ratings), "mean": ratings.mean(), "ci_low": low,
                      "ci_high": high, "median": ratings.median(), "V": test.statistic, "p_value": test.p_value})
-    section.tables["believed_human_tests"] = pd.DataFrame(rows)
+    section.tables["believed_human_tests"] = pd.DataFrame(rows, columns=["treatment", "n", "mean", "ci_low", "ci_high",
+                                                                         "median", "V", "p_value"])
     if not rows:
         section.notes.append("No `believed_human` ratings.")
     else:
@@ -484,61 +484,6 @@ def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Se
                              "(p not defined when every rating is 0); 95 % t intervals of the mean.")
         section.figures["figS25_believed_human"] = partial(figures.believed_human, humans,
                                                            tuple(r["treatment"] for r in rows))
-    return section
-
-
-def simulation_section(agents: pd.DataFrame, sides: pd.DataFrame, decisions: pd.DataFrame) -> Section:
-    section = Section("simulation", "Agent-vs-agent simulations", "SI Note 4 (Fig. S22A and B, Fig. S23)")
-    section.notes.append("Agents of the simulation lab (treatment A-A), per model (when the model calls are "
-                         "exported) and persona; the simulation lab draws its own figures.")
-    simulated = agents[agents["treatment"] == SIMULATION_TREATMENT].copy()
-    simulated["model"] = simulated["model"].fillna("") if "model" in simulated else ""
-    rows = []
-    for (model, persona), group in simulated.groupby(["model", "persona"]):
-        for game in protocol.GAMES:
-            rates = group[f"cooperation_rate_{game}"].dropna()
-            if not rates.empty:
-                rows.append({"model": model, "persona": persona, "game": game, "agents": len(rates),
-                             "mean": rates.mean(), "sd": rates.std(), "median": rates.median()})
-    section.tables["cooperation_rates"] = pd.DataFrame(rows)
-    parts = []
-    for model, group in simulated.groupby("model"):
-        table = pairwise_mann_whitney(group, "cooperation_rate_WC", "persona",
-                                      _present(group["persona"], PERSONA_ORDER), [], "simulated agents")
-        if not table.empty:
-            table.insert(0, "model", model)
-            parts.append(table)
-    section.tables["pairwise_WC"] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    # Fig. S22 panel B: per model (the run's label), agent persona x associate persona, over all
-    # decisions of the simulation's agents.
-    own = decisions[(decisions["treatment"] == SIMULATION_TREATMENT) & (decisions["player_kind"] == "agent")]
-    if "model" not in own:
-        own = own.assign(model="")
-    own = own.assign(model=own["model"].fillna(""), cooperated=own["choice"].eq(protocol.COOPERATE))
-    section.tables["cooperation_by_associate"] = (
-        own.groupby(["model", "persona", "associate_type", "game"])
-        .agg(decisions=("cooperated", "size"), cooperations=("cooperated", "sum"),
-             cooperation_rate=("cooperated", "mean"))
-        .reset_index().rename(columns={"associate_type": "associate_persona"}))
-    annotated = sides[(sides["treatment"] == SIMULATION_TREATMENT) & sides["agreement"].notna()].copy()
-    if annotated.empty:
-        section.notes.append("No annotations of the simulated conversations: agreements and breaches need them.")
-        return section
-    # One model per simulation session (session code = run-model label): per model, not pooled.
-    annotated["model"] = annotated["session_code"].map(own.groupby("session_code")["model"].first()).fillna("")
-    agreed = annotated[annotated["agreement"] == True]  # noqa: E712
-    keys = ["model", "persona"]
-    table = pd.DataFrame({
-        "conversations": annotated.groupby(keys).size(),
-        "agreement_percentage": 100 * annotated.groupby(keys)["agreement"].mean().astype(float),
-        "agreements": agreed.groupby(keys).size(),
-        "breach_percentage": 100 * agreed.groupby(keys)["breached"].mean().astype(float),
-    }).reset_index()
-    table["agreements"] = table["agreements"].fillna(0).astype(int)
-    persona_rank = {p: i for i, p in enumerate(PERSONA_ORDER)}
-    section.tables["agreements_breaches"] = table.sort_values(
-        ["model", "persona"], key=lambda c: c.map(persona_rank) if c.name == "persona" else c,
-        ignore_index=True)
     return section
 
 
@@ -654,7 +599,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
                           decisions.loc[decisions["treatment"].isin(TREATMENT_ORDER), "label_setting"]])
     settings_present = _present(lab_rows, protocol.LABEL_SETTINGS)
     if (decisions["treatment"] == SIMULATION_TREATMENT).any():
-        sections.append(simulation_section(agents, sides, decisions))
+        sections.append(simulation_section(sides, decisions))
     for label_setting in settings_present:
         people = participants[participants["label_setting"] == label_setting]
         builders: list[tuple[str, Callable[[], Section]]] = [

@@ -14,7 +14,9 @@ the paper's tables:
   ties or zeros, otherwise the normal approximation with continuity correction.
 - ``cohens_d`` (pooled standard deviation) and ``cohens_h`` (statsmodels'
   ``proportion_effectsize``), both signed as group 1 minus group 2.
-- ``one_way_anova`` (statsmodels' ``anova_lm``) and ``tukey_hsd`` (``pairwise_tukeyhsd``).
+- ``one_way_anova`` (statsmodels' ``anova_lm``) and ``tukey_hsd`` (``pairwise_tukeyhsd``); on
+  groups without inner variance R's exact answers (``oneway.test``), not rounding noise.
+- Degenerate samples give what R gives (NaN, Inf), never a number made of rounding noise.
 - ``cohens_kappa`` (statsmodels' ``inter_rater``).
 """
 
@@ -116,20 +118,30 @@ def signed_rank(x: Sequence[float], mu: float = 0.0) -> TestResult:
     return TestResult(float(positive_rank_sum), float(p_value), f"Wilcoxon signed-rank, {method}")
 
 
+def _variance(values: np.ndarray) -> float:
+    """The sample variance (ddof 1), exactly 0 for a constant sample: numpy's mean of equal
+    values can round (0.1 + 0.1 + 0.1), leaving a variance of ~1e-33 that R does not have."""
+    if len(values) < 2 or np.ptp(values) == 0:
+        return 0.0
+    return float(np.var(values, ddof=1))
+
+
+def _exact_mean(values: np.ndarray) -> float:
+    """The mean, exactly the value for a constant sample (R's mean refines its sum; numpy's doesn't)."""
+    return float(values[0]) if np.ptp(values) == 0 else float(np.mean(values))
+
+
 def cohens_d(x: Sequence[float], y: Sequence[float]) -> float:
-    """(mean x − mean y) / pooled standard deviation (ddof 1 in each group)."""
+    """(mean x − mean y) / pooled standard deviation (ddof 1 in each group). As R's arithmetic
+    gives it when neither group varies: ±Inf when the means differ, NaN when they are equal."""
     x, y = _clean(x), _clean(y)
     if len(x) + len(y) <= 2 or len(x) == 0 or len(y) == 0:
         return math.nan
-    if np.ptp(x) == 0 and np.ptp(y) == 0:
-        # No spread at all: d is not defined (float rounding would otherwise give a variance
-        # like 1.8e-32 and a huge d).
-        return math.nan
-    pooled_variance = ((len(x) - 1) * np.var(x, ddof=1 if len(x) > 1 else 0)
-                       + (len(y) - 1) * np.var(y, ddof=1 if len(y) > 1 else 0)) / (len(x) + len(y) - 2)
+    pooled_variance = ((len(x) - 1) * _variance(x) + (len(y) - 1) * _variance(y)) / (len(x) + len(y) - 2)
+    difference = _exact_mean(x) - _exact_mean(y)
     if pooled_variance == 0:
-        return math.nan
-    return float((np.mean(x) - np.mean(y)) / math.sqrt(pooled_variance))
+        return math.nan if difference == 0 else math.copysign(math.inf, difference)
+    return float(difference / math.sqrt(pooled_variance))
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> TestResult:
@@ -155,11 +167,14 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
 
 
 def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """R's ``t.test(x)$conf.int``: mean ± t·SE; NaN for fewer than 2 values."""
+    """R's ``t.test(x)$conf.int``: mean ± t·SE; NaN for fewer than 2 values and, as R refuses
+    them ("data are essentially constant"; t.test(c(0, 0, 0)) gives NaN), for constant data."""
     data = _clean(values)
-    if len(data) < 2:
+    if len(data) < 2 or np.ptp(data) == 0:
         return (math.nan, math.nan)
     mean, error = float(np.mean(data)), float(np.std(data, ddof=1) / math.sqrt(len(data)))
+    if error < 10 * np.finfo(float).eps * abs(mean):  # R's test in t.test.default
+        return (math.nan, math.nan)
     half = float(scipy_stats.t.ppf(0.5 + confidence / 2, len(data) - 1)) * error
     return (mean - half, mean + half)
 
@@ -185,29 +200,67 @@ def cohens_h(p1: float, p2: float) -> float:
     return float(proportion_effectsize(p1, p2))
 
 
-def one_way_anova(values: pd.Series, groups: pd.Series) -> pd.DataFrame:
-    """Table S1's layout: term, d.f., sum of squares, mean squares, F, p."""
-    data = pd.DataFrame({"value": pd.to_numeric(values, errors="coerce").to_numpy(),
+def _grouped(values: pd.Series, groups: pd.Series) -> pd.DataFrame:
+    return pd.DataFrame({"value": pd.to_numeric(values, errors="coerce").to_numpy(),
                          "group": groups.astype(str).to_numpy()}).dropna()
+
+
+def _every_group_constant(data: pd.DataFrame) -> bool:
+    """No variance within any group: the residual sum of squares is exactly 0 (computed, it is
+    rounding noise such as 2e-31, which gave F = 1.8, p = 0.196 for everyone cooperating)."""
+    return bool((data.groupby("group")["value"].agg(np.ptp) == 0).all())
+
+
+def one_way_anova(values: pd.Series, groups: pd.Series) -> pd.DataFrame:
+    """Table S1's layout: term, d.f., sum of squares, mean squares, F, p.
+
+    Without variance within the groups F is R's ``oneway.test(v ~ g, var.equal = TRUE)``:
+    NaN and p NA when every value is equal, Inf and p 0 when the groups differ."""
+    data = _grouped(values, groups)
     if data["group"].nunique() < 2:
         raise ValueError("one-way ANOVA needs at least two groups")
+    if _every_group_constant(data):
+        means = data.groupby("group")["value"].first()
+        sizes = data.groupby("group").size()
+        grand = _exact_mean(data["value"].to_numpy())
+        between = 0.0 if data["value"].nunique() == 1 else float((sizes * (means - grand) ** 2).sum())
+        df_between, df_within = len(means) - 1, len(data) - len(means)
+        f_value, p_value = (math.nan, math.nan) if between == 0 else (math.inf, 0.0)
+        return pd.DataFrame({"term": ["Condition", "Residuals"], "df": [float(df_between), float(df_within)],
+                             "sum_sq": [between, 0.0], "mean_sq": [between / df_between, 0.0],
+                             "F": [f_value, math.nan], "p_value": [p_value, math.nan]})
     table = anova_lm(ols("value ~ C(group)", data=data).fit())
     table.index = ["Condition", "Residuals"]
     table = table.rename(columns={"PR(>F)": "p_value"})
     return table.reset_index(names="term")
 
 
+TUKEY_COLUMNS = ["group1", "group2", "difference", "lower_bound", "upper_bound", "p_value", "reject"]
+
+
 def tukey_hsd(values: pd.Series, groups: pd.Series, alpha: float = 0.05) -> pd.DataFrame:
-    """Tables S10/S12: difference of means (group2 − group1), confidence bounds, adjusted p."""
-    data = pd.DataFrame({"value": pd.to_numeric(values, errors="coerce").to_numpy(),
-                         "group": groups.astype(str).to_numpy()}).dropna()
+    """Tables S10/S12: difference of means (group2 − group1), confidence bounds, adjusted p.
+
+    Without variance within the groups, as R's ``TukeyHSD`` gives it on exact input: the
+    bounds are the difference; p is 0 where the means differ and not defined (NaN) where not."""
+    data = _grouped(values, groups)
+    if data["group"].nunique() < 2:
+        return pd.DataFrame(columns=TUKEY_COLUMNS)
+    if _every_group_constant(data):
+        means = data.groupby("group")["value"].first()
+        rows = []
+        for first, second in itertools.combinations(sorted(means.index), 2):
+            difference = float(means[second] - means[first])
+            rows.append([first, second, difference, difference, difference,
+                         0.0 if difference else math.nan, bool(difference)])
+        return pd.DataFrame(rows, columns=TUKEY_COLUMNS)
     result = pairwise_tukeyhsd(data["value"].to_numpy(), data["group"].to_numpy(), alpha=alpha)
     # statsmodels lists the pairs of its sorted groups in this order (its summary rounds; we don't).
     pairs = list(itertools.combinations(result.groupsunique, 2))
     return pd.DataFrame({
         "group1": [str(a) for a, _ in pairs], "group2": [str(b) for _, b in pairs],
         "difference": result.meandiffs, "lower_bound": result.confint[:, 0], "upper_bound": result.confint[:, 1],
-        "p_value": result.pvalues, "reject": result.reject})
+        "p_value": result.pvalues, "reject": result.reject}, columns=TUKEY_COLUMNS)
 
 
 def cohens_kappa(labels_1: Sequence[object], labels_2: Sequence[object]) -> float:

@@ -203,16 +203,6 @@ def test_signed_rank_with_every_value_zero_has_no_p_value_like_r():
     assert result.statistic == 0 and math.isnan(result.p_value)
 
 
-def test_cohens_d_without_any_spread_is_not_defined():
-    # R: x <- c(0.1, 0.1, 0.1); y <- c(0.3, 0.3)
-    #    (mean(x) - mean(y)) / sqrt(((3 - 1) * var(x) + (2 - 1) * var(y)) / (3 + 2 - 2)) -> -Inf
-    # (var(x) is 0 in R; in numpy the mean of 0.1s rounds and the variance is ~1e-33, which gave a
-    # "d" of −1e15.) Neither is a number a reader can use: d is not defined.
-    assert math.isnan(stats.cohens_d([0.1, 0.1, 0.1], [0.3, 0.3]))
-    assert math.isnan(stats.cohens_d([1, 1, 1], [1, 1, 1]))
-    assert math.isnan(stats.cohens_d([1.0], [2.0]))  # no degree of freedom
-
-
 def test_spearman_is_rs_cor_test():
     # R: cor.test(c(1, 2, 3, 4, 5, 6, 7, 8), c(2, 1, 4, 3, 7, 8, 6, 5), method = "spearman", exact = FALSE)
     #    -> rho = 0.738095238095238, p-value = 0.0365527610528607
@@ -335,3 +325,81 @@ def test_the_fig_3_band_is_rs_predict_with_se_fit():
     band = models.breach_curve_band(models.binomial_glm(GLM_SUCCESSES, GLM_TRIALS, design), points=3)
     np.testing.assert_allclose(band["lower"], [0.229718952081016, 0.507865147918823, 0.243354311674340], rtol=1e-6)
     np.testing.assert_allclose(band["upper"], [0.664621149704198, 0.748428860236758, 0.680466118127235], rtol=1e-6)
+
+
+# --- Degenerate data (everyone cooperates): R's answers, never rounding noise --------------------------
+FOUR_TREATMENTS = pd.Series(np.repeat(["H-H", "H-F", "H-C", "H-S"], 3))
+
+
+@pytest.mark.parametrize("value", [1.0, 0.7, 0.1])
+def test_anova_of_equal_values_is_not_defined_as_r_oneway_test(value):
+    # R: g <- factor(rep(c("H-H", "H-F", "H-C", "H-S"), each = 3))
+    #    oneway.test(rep(1, 12) ~ g, var.equal = TRUE) -> F = NaN, num df = 3, denom df = 8, p-value = NA
+    #    (the same for rep(0.7, 12) and rep(0.1, 12)). summary(aov(rep(0.7, 12) ~ g)): Sum Sq 0 0, F NaN;
+    #    summary(aov(rep(1, 12) ~ g)) prints F = 1, p = 0.441 from R's own rounding (Sum Sq 5.9e-31).
+    table = stats.one_way_anova(pd.Series([value] * 12), FOUR_TREATMENTS).set_index("term")
+    assert math.isnan(table.loc["Condition", "F"]) and math.isnan(table.loc["Condition", "p_value"])
+    assert table.loc["Condition", "df"] == 3 and table.loc["Residuals", "df"] == 8
+    assert table.loc["Condition", "sum_sq"] == 0 and table.loc["Residuals", "sum_sq"] == 0
+
+
+def test_anova_of_groups_without_inner_variance_is_infinite_as_r_oneway_test():
+    # R: g <- factor(rep(c("a", "b", "c"), each = 3)); v <- c(0, 0, 0, 1, 1, 1, 1, 1, 1)
+    #    oneway.test(v ~ g, var.equal = TRUE) -> F = Inf, num df = 2, denom df = 6, p-value < 2.2e-16
+    #    summary(aov(v ~ g)) -> Sum Sq 2 and 0, Mean Sq 1 and 0 (F 1.3e+31 from rounding)
+    table = stats.one_way_anova(pd.Series([0.0] * 3 + [1.0] * 6), pd.Series(list("aaabbbccc"))).set_index("term")
+    assert table.loc["Condition", "F"] == math.inf and table.loc["Condition", "p_value"] == 0
+    assert table.loc["Condition", "sum_sq"] == pytest.approx(2) and table.loc["Condition", "mean_sq"] == pytest.approx(1)
+    assert table.loc["Residuals", "sum_sq"] == 0
+
+
+def test_tukey_after_an_anova_of_equal_values_is_not_defined_as_r():
+    # R: TukeyHSD(aov(rep(0.7, 12) ~ g))$g -> every pair: diff 0, lwr 0, upr 0, p adj NaN
+    #    (on rep(0.7, 9) over 3 groups R's own rounding gives diff -2.2e-16, p adj 0.48: noise)
+    table = stats.tukey_hsd(pd.Series([0.7] * 12), FOUR_TREATMENTS)
+    assert len(table) == 6
+    assert (table[["difference", "lower_bound", "upper_bound"]] == 0).all().all()
+    assert table["p_value"].isna().all() and not table["reject"].any()
+    assert [stats.format_p(p, stats.TUKEY_P_FLOOR) for p in table["p_value"]] == ["not defined"] * 6
+
+
+def test_tukey_of_groups_without_inner_variance_as_r():
+    # R: TukeyHSD(aov(c(0, 0, 0, 1, 1, 1, 1, 1, 1) ~ g))$g
+    #    b-a diff 1, lwr 1, upr 1, p adj 6.4e-14 (ptukey's floor: 0); c-a the same;
+    #    c-b diff 1.1e-16, p adj 0.876 — R's rounding: the means are both exactly 1, the difference 0
+    #    with no variance, so its p is not defined.
+    table = stats.tukey_hsd(pd.Series([0.0] * 3 + [1.0] * 6), pd.Series(list("aaabbbccc"))).set_index(
+        ["group1", "group2"])
+    assert table.loc[("a", "b"), ["difference", "lower_bound", "upper_bound", "p_value"]].tolist() == [1, 1, 1, 0]
+    assert table.loc[("a", "c"), "p_value"] == 0 and table.loc[("a", "b"), "reject"]
+    assert table.loc[("b", "c"), "difference"] == 0 and math.isnan(table.loc[("b", "c"), "p_value"])
+    # Means that numpy rounds apart: 0.1 three times and five times.
+    # R: v <- c(rep(0.1, 3), rep(0.1, 5), rep(0.3, 4)); h <- factor(rep(c("a", "b", "c"), c(3, 5, 4)))
+    #    oneway.test(v ~ h, var.equal = TRUE) -> F = Inf, p-value < 2.2e-16
+    #    TukeyHSD(aov(v ~ h))$h -> c-a and c-b: diff 0.2, lwr 0.2, upr 0.2, p adj 5.4e-10 (ptukey's
+    #    floor); b-a: diff 1.4e-17, p adj 0.787 — rounding in R too (statsmodels said 0.054).
+    values, groups = pd.Series([0.1] * 8 + [0.3] * 4), pd.Series(["a"] * 3 + ["b"] * 5 + ["c"] * 4)
+    assert stats.one_way_anova(values, groups).set_index("term").loc["Condition", "F"] == math.inf
+    table = stats.tukey_hsd(values, groups).set_index(["group1", "group2"])
+    assert table.loc[("a", "b"), "difference"] == 0 and math.isnan(table.loc[("a", "b"), "p_value"])
+    assert table.loc[("a", "c"), "difference"] == pytest.approx(0.2) and table.loc[("b", "c"), "p_value"] == 0
+
+
+def test_cohens_d_with_no_spread_is_rs_arithmetic():
+    # R: x <- c(0.1, 0.1, 0.1); y <- c(0.3, 0.3)
+    #    (mean(x) - mean(y)) / sqrt(((3 - 1) * var(x) + (2 - 1) * var(y)) / (3 + 2 - 2)) -> -Inf
+    #    x <- c(1, 1, 1); y <- c(1, 1): the same -> NaN
+    assert stats.cohens_d([0.1, 0.1, 0.1], [0.3, 0.3]) == -math.inf
+    assert stats.cohens_d([0.3, 0.3], [0.1, 0.1, 0.1]) == math.inf
+    assert math.isnan(stats.cohens_d([1, 1, 1], [1, 1]))
+    # Zero variance in one group only: R's var(c(0.1, 0.1, 0.1)) is 0 exactly.
+    # R: x <- c(0.1, 0.1, 0.1); y <- c(0.2, 0.4, 0.3)
+    #    (mean(x) - mean(y)) / sqrt(((3 - 1) * var(x) + (3 - 1) * var(y)) / 4) -> -2.82842712474619
+    assert stats.cohens_d([0.1, 0.1, 0.1], [0.2, 0.4, 0.3]) == pytest.approx(-2.82842712474619, rel=1e-12)
+
+
+@pytest.mark.parametrize("values", [[0.7, 0.7, 0.7], [0.1] * 5, [1, 1, 1, 1], [0, 0, 0]])
+def test_mean_interval_of_constant_data_is_not_defined_as_r(values):
+    # R: t.test(c(0.7, 0.7, 0.7)) -> Error: data are essentially constant (also c(1, 1, 1, 1));
+    #    t.test(c(0, 0, 0))$conf.int -> NaN NaN. numpy gave (0.6999999999999995, 0.7000000000000002).
+    assert all(math.isnan(v) for v in stats.mean_interval(values))

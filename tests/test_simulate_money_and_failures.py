@@ -277,7 +277,7 @@ def test_analysis_of_a_run_keeps_the_models_apart(tmp_path):
     decisions = pd.read_csv(config.run_dir / "decisions.csv")
     expected = (decisions.assign(c=decisions["choice"].eq("A"))
                 .groupby(["model", "persona", "associate_type"])["c"].mean())
-    got = panel_b.set_index(["model", "persona", "associate_persona"])["cooperation_rate"]
+    got = panel_b.set_index(["model", "persona", "associate_persona"])["mean"]  # of the agents: balanced here
     pd.testing.assert_series_equal(got.sort_index(), expected.sort_index(), check_names=False)
 
 

@@ -1,6 +1,8 @@
 """Figures S22 and S23 of the paper from a run folder's tables.
 
-S22: cooperation rate by model x persona (A) and by model x persona x associate persona (B).
+S22: cooperation rate by model x persona (A) and by model x persona x associate persona (B): the
+mean of the agents' rates with its 95 % t interval and n (agents) on each bar, per agent as the
+analysis computes them (``analysis.simulation``: one agent of one model label, matchup and repeat).
 S23: per persona, the share of conversations with a pre-game cooperation agreement and the
 share of those agreements the agent breached (chose B). Agreements are annotations (SI Note 2,
 the ``annotations`` table of docs/DATA.md): S23 is drawn once an annotations CSV is in the folder.
@@ -18,6 +20,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import protocol  # noqa: E402
+from agents.types import CallStatus  # noqa: E402
+
+from .runner import PROVIDER_FAILURES  # noqa: E402
 
 
 def read_tables(folder: Path) -> dict[str, pd.DataFrame]:
@@ -54,27 +59,46 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _rate_and_error(values: pd.Series) -> tuple[float, tuple[float, float]]:
-    """The share and its 95 % Wilson interval as (below, above) distances."""
+Cell = tuple[float, tuple[float, float], int]  # value, (below, above) distances, n
+NO_CELL: Cell = (np.nan, (0.0, 0.0), 0)
+
+
+def _rate_and_error(values: pd.Series) -> Cell:
+    """The share, its 95 % Wilson interval as (below, above) distances, and n."""
     n = len(values)
     if n == 0:
-        return np.nan, (0.0, 0.0)
+        return NO_CELL
     p = float(values.mean())
     low, high = wilson_interval(int(values.sum()), n)
-    return p, (max(0.0, p - low), max(0.0, high - p))  # rounding at 0 and 1
+    return p, (max(0.0, p - low), max(0.0, high - p)), n  # rounding at 0 and 1
 
 
-def _grouped_bars(ax, table: dict[str, dict[str, tuple[float, float]]], groups: list[str],
+def _mean_and_error(summary: pd.DataFrame, keys: dict[str, str]) -> Cell:
+    """The mean of the agents' rates, its 95 % t interval as distances (none when the agents
+    all have one rate: R's t.test refuses constant data) and n agents."""
+    row = summary.loc[np.logical_and.reduce([summary[k] == v for k, v in keys.items()])]
+    if row.empty:
+        return NO_CELL
+    mean, low, high, n = row.iloc[0][["mean", "ci_low", "ci_high", "agents"]]
+    error = (np.nan, np.nan) if pd.isna(low) else (max(0.0, mean - low), max(0.0, high - mean))
+    return float(mean), error, int(n)
+
+
+def _grouped_bars(ax, table: dict[str, dict[str, Cell]], groups: list[str],
                   series: list[str], ylabel: str, legend_title: str | None = None) -> None:
     width = 0.8 / max(1, len(series))
     x = np.arange(len(groups))
     for i, name in enumerate(series):
-        cells = [table.get(g, {}).get(name, (np.nan, (0.0, 0.0))) for g in groups]
+        cells = [table.get(g, {}).get(name, NO_CELL) for g in groups]
         errors = np.array([cell[1] for cell in cells]).T  # rows: below, above
-        ax.bar(x + (i - (len(series) - 1) / 2) * width, [cell[0] for cell in cells], width, yerr=errors,
-               capsize=2, label=name)
+        positions = x + (i - (len(series) - 1) / 2) * width
+        ax.bar(positions, [cell[0] for cell in cells], width, yerr=errors, capsize=2, label=name)
+        for position, (value, (_, above), n) in zip(positions, cells):
+            if n:  # n above the bar and its interval
+                ax.text(position, min(1.0, value + np.nan_to_num(above)) + 0.02, f"n={n}", ha="center", va="bottom",
+                        fontsize=6, rotation=90 if len(series) > 3 else 0)
     ax.set_xticks(x, groups)
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.15)
     ax.set_ylabel(ylabel)
     if series:
         # Beside the axes, never over the bars (the figure is saved with a tight bounding box).
@@ -93,27 +117,43 @@ def _note(fig, text: str) -> None:
     fig.text(0.01, 0.0, text, fontsize="small", ha="left", va="top")
 
 
-def figure_s22(decisions: pd.DataFrame, path: Path, model_order: list[str] | None = None,
-               games_excluded: int = 0) -> Path:
-    agents = decisions[decisions["player_kind"] == "agent"].assign(
-        cooperated=lambda d: d["choice"].eq(protocol.COOPERATE))
-    models = _ordered(list(dict.fromkeys(agents["model"])), model_order)
-    personas = [p for p in protocol.PERSONAS if p in set(agents["persona"])]
+def exclusion_note(games_excluded: int, statuses: set[str]) -> str:
+    """Why games are missing: the budget, provider failures, or both (the statuses of the calls
+    of the excluded games, ``llm_calls.csv``'s ``game_excluded`` rows)."""
+    budget = CallStatus.BUDGET.value in statuses
+    failures = bool(statuses & (PROVIDER_FAILURES - {CallStatus.BUDGET.value}))
+    reason = ("the budget was spent, and provider failures" if budget and failures else
+              "the budget was spent: raise budget_usd and rerun" if budget else
+              "provider failures: rerun to play them" if failures else "see the run's output")
+    return f"{games_excluded} games excluded ({reason})"
+
+
+def s22_figure(decisions: pd.DataFrame, model_order: list[str] | None = None, note: str = "") -> plt.Figure:
+    from analysis.simulation import agent_rates, summarise
+
+    rates = agent_rates(decisions)
+    models = _ordered(list(dict.fromkeys(rates["model"])), model_order)
+    personas = [p for p in protocol.PERSONAS if p in set(rates["persona"])]
+    by_persona = summarise(rates, ["model", "persona"])
+    by_associate = summarise(rates, ["model", "persona", "associate_persona"])
     fig, axes = plt.subplots(1 + len(models), 1, figsize=(8, 2.6 * (1 + len(models))), squeeze=False)
-    overall = {p: {m: _rate_and_error(agents[(agents["persona"] == p) & (agents["model"] == m)]["cooperated"])
-                   for m in models} for p in personas}
+    overall = {p: {m: _mean_and_error(by_persona, {"model": m, "persona": p}) for m in models} for p in personas}
     _grouped_bars(axes[0, 0], overall, personas, models, "cooperation rate", "model")
-    axes[0, 0].set_title("A  cooperation by persona")
+    axes[0, 0].set_title("A  cooperation by persona (mean of agents, 95 % CI; n = agents)")
     for row, model in enumerate(models, start=1):
-        own = agents[agents["model"] == model]
-        by_associate = {p: {q: _rate_and_error(own[(own["persona"] == p) & (own["associate_type"] == q)]["cooperated"])
-                            for q in personas} for p in personas}
+        by_pair = {p: {q: _mean_and_error(by_associate, {"model": model, "persona": p, "associate_persona": q})
+                       for q in personas} for p in personas}
         ax = axes[row, 0]
-        _grouped_bars(ax, by_associate, personas, personas, "cooperation rate", "associate")
+        _grouped_bars(ax, by_pair, personas, personas, "cooperation rate", "associate")
         ax.set_title(f"B  {model}: agent persona x associate persona")
     fig.tight_layout()
-    if games_excluded:
-        _note(fig, f"{games_excluded} games excluded (provider failures; see the run's output)")
+    if note:
+        _note(fig, note)
+    return fig
+
+
+def figure_s22(decisions: pd.DataFrame, path: Path, model_order: list[str] | None = None, note: str = "") -> Path:
+    fig = s22_figure(decisions, model_order, note)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -160,6 +200,14 @@ def figure_s23(decisions: pd.DataFrame, annotations: pd.DataFrame, path: Path,
     return path
 
 
+def _excluded_statuses(folder: Path) -> set[str]:
+    path = folder / "llm_calls.csv"
+    if not path.exists():
+        return set()
+    calls = pd.read_csv(path, usecols=["status", "game_excluded"], dtype=str, keep_default_na=False)
+    return set(calls.loc[calls["game_excluded"].str.lower() == "true", "status"])
+
+
 def write_figures(tables_dir: Path, out_dir: Path, *, model_order: list[str] | None = None,
                   games_excluded: int = 0) -> dict[str, Path]:
     """S22 (and S23 when annotations are present); models in ``model_order`` (the config's)."""
@@ -167,8 +215,9 @@ def write_figures(tables_dir: Path, out_dir: Path, *, model_order: list[str] | N
     out = Path(out_dir) / "figures"
     out.mkdir(parents=True, exist_ok=True)
     written = {}
+    note = exclusion_note(games_excluded, _excluded_statuses(Path(tables_dir))) if games_excluded else ""
     if "decisions" in tables and len(tables["decisions"]):
-        written["S22"] = figure_s22(tables["decisions"], out / "S22_cooperation.png", model_order, games_excluded)
+        written["S22"] = figure_s22(tables["decisions"], out / "S22_cooperation.png", model_order, note)
         if "annotations" in tables:
             written["S23"] = figure_s23(tables["decisions"], tables["annotations"],
                                         out / "S23_agreements_breaches.png", model_order)

@@ -120,9 +120,9 @@ class TableRows:
         written = {"llm_calls": self.calls_path}
         for name, rows, columns in (("decisions", self.decisions, DECISION_COLUMNS),
                                     ("messages", self.messages, MESSAGE_COLUMNS)):
-            if not rows:
-                continue  # a WoC run has no chat
-            frame = pd.DataFrame(rows)
+            # Without rows (a WoC run has no chat; every game failed) the header alone: an empty
+            # CSV that R's read.csv and pandas read, not a bare newline.
+            frame = pd.DataFrame(rows, columns=columns if not rows else None)
             # The contract's columns first, a caller's extra columns (replay) after them.
             frame = frame[[c for c in columns if c in frame] + [c for c in frame if c not in columns]]
             keys = [c for c in sort_by if c in frame] + (["player_code"] if name == "decisions" else
