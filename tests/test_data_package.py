@@ -29,7 +29,8 @@ FILES_PER_SESSION = 14  # 6 custom exports, the wide export, 5 apps, page times,
 
 def _bots(project_copy, database_url, config, participants, export_dir=None, **overrides):
     result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
-                      database_url=database_url or "sqlite:///db.sqlite3", export_dir=export_dir)
+                      database_url=database_url, export_dir=export_dir,
+                      database="lab")  # kept in the project's database: the admin test serves it
     return result.stdout.split("Bots completed session ", 1)[1].split()[0]
 
 

@@ -98,7 +98,8 @@ def test_prompt_changed_after_the_session_does_not_change_its_manifest(tmp_path,
     # variable holds a secret that also appears in a config value (the model's name).
     result = run_bots(project, "hf_informed_wc_first", 2, {
         "rounds_per_game": ROUNDS, "llm_api_key_env": "LAB_TEST_KEY", "llm_model": f"persona-{SECRET}",
-        "llm_max_tokens": 700}, database_url, export_dir=at_creation, extra_env={"LAB_TEST_KEY": SECRET})
+        "llm_max_tokens": 700}, database_url, export_dir=at_creation, extra_env={"LAB_TEST_KEY": SECRET},
+        database="lab")  # the session stays in the project's database for the later exports
     code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
     created = json.loads((at_creation / f"manifest_{code}.json").read_text())
     assert created["provenance"] == FROZEN and created["differs_at_export"] == {}
