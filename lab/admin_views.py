@@ -65,7 +65,14 @@ class LabDashboard(LabAdminPage):
 
 
 class LabDashboardData(LabAdminPage):
-    """The dashboard's data as JSON, polled by the page."""
+    """The dashboard's data as JSON, polled by the page. Without the admin login (an expired
+    one, say) it answers 401 in JSON, not oTree's login page, so the page can say so."""
+
+    def inner_dispatch(self, request):
+        if self._is_unauthorized():
+            return Response(json.dumps(dict(error="logged out", login_url="/login")), status_code=401,
+                            media_type="application/json", headers={"Cache-Control": "no-store"})
+        return super().inner_dispatch(request)
 
     def get(self, request, code):
         return Response(safe_json(dashboard.session_dashboard(self.session)), media_type="application/json",
