@@ -36,11 +36,11 @@ async def _login(page, base_url):
 
 
 def _percent(rate: float) -> str:
-    return f"{math.floor(rate * 100 + 0.5)} %"  # JavaScript's Math.round
+    return f"{math.floor(rate * 100 + 0.5)}%"  # JavaScript's Math.round
 
 
 def expected_point_texts(data: dict) -> set[str]:
-    """What each plotted point must say: "67 % n=3" for a rate, "1/9" for a count."""
+    """What each plotted point must say: "67% n=3" for a rate, "1/9" for a count."""
     texts = set()
     for game in data["games"].values():
         for key in ("human_cooperation", "agent_cooperation", "agreement", "breach"):

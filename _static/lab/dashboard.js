@@ -31,7 +31,6 @@
     });
   }
 
-  function pct(x) { return x === null || x === undefined ? "–" : Math.round(x * 100) + " %"; }
   function num(x, digits) { return x === null || x === undefined ? "–" : Number(x).toFixed(digits); }
   function clock(epoch) {
     var d = new Date(epoch * 1000);
@@ -44,10 +43,10 @@
     return a;
   }
 
-  // A rate series (successes, trials, rate, low, high) as a plotted line labelled "50 % n=2".
+  // A rate series (successes, trials, rate, low, high) as a plotted line labelled "50% n=2".
   function rateLine(label, color, s) {
     return { label: label, color: color, values: s.rate, low: s.low, high: s.high,
-      texts: s.rate.map(function (v, i) { return v === null ? null : pct(v) + " n=" + s.trials[i]; }) };
+      texts: s.rate.map(function (v, i) { return v === null ? null : Math.round(v * 100) + "% n=" + s.trials[i]; }) };
   }
 
   // A count series (count, of) as a plotted line labelled "3/12".
@@ -56,19 +55,22 @@
       texts: s.count.map(function (v, i) { return v === null ? null : v + "/" + s.of[i]; }) };
   }
 
-  // Draws each point's text and, for rates, its interval (a vertical bar), on uPlot's canvas.
+  // Draws each point's text and, for rates, its interval (a vertical bar), on uPlot's canvas. At
+  // each round the highest point's text goes above it, the others' below theirs, so two series
+  // with close values do not write over each other.
   function drawPointTexts(u, series) {
     var ctx = u.ctx, ratio = uPlot.pxRatio;
     ctx.save();
     ctx.font = Math.round(10 * ratio) + "px sans-serif";
     ctx.textAlign = "center";
-    series.forEach(function (s, k) {
-      if (!u.series[k + 1].show) return;
-      ctx.fillStyle = ctx.strokeStyle = s.color;
-      ctx.lineWidth = ratio;
-      s.values.forEach(function (v, i) {
-        if (v === null || v === undefined) return;
-        var x = u.valToPos(u.data[0][i], "x", true), y = u.valToPos(v, "y", true);
+    ctx.lineWidth = ratio;
+    u.data[0].forEach(function (round, i) {
+      var shown = series.map(function (s, k) { return { s: s, k: k, v: s.values[i] }; }).filter(function (p) {
+        return p.v !== null && p.v !== undefined && u.series[p.k + 1].show;
+      }).sort(function (a, b) { return b.v - a.v || a.k - b.k; });
+      shown.forEach(function (p, rank) {
+        var s = p.s, x = u.valToPos(round, "x", true), y = u.valToPos(p.v, "y", true);
+        ctx.fillStyle = ctx.strokeStyle = s.color;
         if (s.low && s.low[i] !== null && s.low[i] !== undefined) {
           var top = u.valToPos(s.high[i], "y", true), bottom = u.valToPos(s.low[i], "y", true);
           ctx.beginPath();
@@ -77,7 +79,7 @@
           ctx.moveTo(x - 3 * ratio, bottom); ctx.lineTo(x + 3 * ratio, bottom);
           ctx.stroke();
         }
-        if (s.texts[i]) ctx.fillText(s.texts[i], x, k % 2 ? y + 14 * ratio : y - 6 * ratio);
+        if (s.texts[i]) ctx.fillText(s.texts[i], x, rank === 0 ? y - 6 * ratio : y + (4 + 11 * rank) * ratio);
       });
     });
     ctx.restore();
@@ -101,10 +103,10 @@
       return;
     }
     plot = plots[key] = { series: series, signature: signature };
-    var available = container.parentNode.clientWidth;
-    var width = available >= 900 ? Math.floor(available / 2) - 8 : Math.max(300, available - 8);
+    // One plot a row: ten rounds' "50% n=72" need the column's width to stand apart.
+    var width = Math.max(300, container.parentNode.clientWidth - 8);
     plot.uplot = new uPlot({
-      title: title, width: width, height: 210,
+      title: title, width: width, height: 240,
       scales: { x: { time: false, range: [0.5, rounds.length + 0.5] },
                 y: { range: yMax ? [0, yMax] : function (u, min, max) { return [0, Math.max(1, max) * 1.2]; } } },
       axes: [{ label: "round", incrs: [1, 2, 5], values: function (u, vals) { return vals.map(function (v) { return String(v); }); } }, {}],
