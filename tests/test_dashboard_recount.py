@@ -3,9 +3,10 @@
 Four bot sessions (H-H and H-F, label-informed and uninformed, both game orders) are played
 by oTree's bots into one database (SQLite and PostgreSQL); the dashboard's data of each is
 compared with what this file recounts, independently, from the long-format CSV exports of
-docs/DATA.md (decisions, messages, participants, llm_calls): pair-rounds by
+docs/DATA.md (decisions, messages, participants, llm_calls) and the quiz's: pair-rounds by
 ``conversation_id``, agreements from each side's latest message, late humans apart from the
-agents' fallbacks, earnings and the session's cost, the agents' calls and latency.
+agents' fallbacks, earnings and the session's cost, the agents' calls and latency, failed quiz
+attempts.
 
 The H-F uninformed session's agents answer in 2 s with a 1 s decision limit: every decision
 turn falls back (status timeout), every message turn answers.
@@ -48,8 +49,8 @@ with session_scope():
 """
 
 
-def _csv(folder: Path, name: str, code: str) -> list[dict]:
-    path = folder / f"payment_{name}_{code}.csv"
+def _csv(folder: Path, name: str, code: str, app: str = "payment") -> list[dict]:
+    path = folder / f"{app}_{name}_{code}.csv"
     if not path.exists():
         return []
     with path.open(encoding="utf-8-sig", newline="") as fp:
@@ -191,6 +192,11 @@ def test_dashboard_numbers_match_a_recount_from_the_exports(project_copy, databa
         for game in protocol.GAMES:
             check_game(shown["games"][game], recount_game(decisions, messages, game), with_agents, game == "WC")
         check_earnings(shown["earnings"], decisions, _csv(folder, "custom_export", code))
+        # Failed quiz attempts per participant (the quiz's export: one row per attempt).
+        failed = Counter({row["participant_code"]: 0 for row in _csv(folder, "custom_export", code)})
+        for row in _csv(folder, "custom_export", code, app="instructions"):
+            failed[row["participant_code"]] += row["passed"] in ("0", "False")
+        assert {p["code"]: p["quiz_failed"] for p in shown["progress"]["participants"]} == dict(failed)
         if with_agents:
             check_agents(shown["agents"], _csv(folder, "custom_export_llm_calls", code))
         else:
