@@ -15,11 +15,11 @@ Participants' and models' text is escaped here (html.escape) before it reaches a
 
 from __future__ import annotations
 
+import datetime
 import html
 import json
 import logging
 import sys
-import time
 
 import otree.views.admin as otree_admin
 from otree.views.cbv import AdminSessionPage
@@ -66,7 +66,14 @@ class LabDashboard(LabAdminPage):
 
 
 class LabDashboardData(LabAdminPage):
-    """The dashboard's data as JSON, polled by the page."""
+    """The dashboard's data as JSON, polled by the page. Without the admin login (an expired
+    one, say) it answers 401 in JSON, not oTree's login page, so the page can say so."""
+
+    def inner_dispatch(self, request):
+        if self._is_unauthorized():
+            return Response(json.dumps(dict(error="logged out", login_url="/login")), status_code=401,
+                            media_type="application/json", headers={"Cache-Control": "no-store"})
+        return super().inner_dispatch(request)
 
     def get(self, request, code):
         return Response(safe_json(dashboard.session_dashboard(self.session)), media_type="application/json",
@@ -115,9 +122,11 @@ def _e(value) -> str:
 
 
 def _clock(epoch) -> str:
+    """Date, time and the server's time zone: "2026-12-01 14:03:07 CET (UTC+0100)"."""
     if epoch is None:
         return ""
-    return time.strftime("%H:%M:%S", time.localtime(float(epoch)))
+    moment = datetime.datetime.fromtimestamp(float(epoch)).astimezone()
+    return moment.strftime("%Y-%m-%d %H:%M:%S %Z (UTC%z)")
 
 
 def _participant_link(session, code: str) -> str:
@@ -144,18 +153,18 @@ def render_index(session) -> str:
 
 def _messages_html(messages: list[dict], own: str) -> str:
     lines = []
-    for m in messages:
+    for m in messages:  # in the order they were sent (replay._round)
         if m["sent_in_time"]:
             text = f'<span class="lab-text">{_e(m["text"])}</span>'
-            when = _clock(m["sent_at"])
+            when = f"sent {_clock(m['sent_at'])}"
         else:
             text = '<span class="badge bg-warning text-dark">not sent in time</span>'
             if m["unsent_draft"]:
                 text += f' <span class="text-muted">unsent draft: <span class="lab-text">{_e(m["unsent_draft"])}</span></span>'
-            when = ""
-        lines.append(f'<div class="lab-message{" lab-own" if m["sender"] == own else ""}">message {m["stage"]} · '
-                     f'<b>{_e(m["sender"])}</b> → {_e(m["receiver"])} <small class="text-muted">{when}</small>: '
-                     f'{text}</div>')
+            when = f"taken at the limit {_clock(m['late_at'])}" if m["late_at"] else "not sent"
+        lines.append(f'<div class="lab-message{" lab-own" if m["sender"] == own else ""}" data-at="{_e(m["at"])}">'
+                     f'message {m["stage"]} · <b>{_e(m["sender"])}</b> → {_e(m["receiver"])} '
+                     f'<small class="text-muted lab-when">{when}</small>: {text}</div>')
     return "".join(lines)
 
 
@@ -182,6 +191,9 @@ def _calls_html(calls: list[dict]) -> str:
     return f'<div class="lab-calls"><b>model calls ({len(calls)})</b>{"".join(items)}</div>'
 
 
+RANDOM_CHOICE = ' <span class="badge bg-warning text-dark lab-random">timed out: random</span>'
+
+
 def _round_html(session, r: dict, own: str, side: str) -> str:
     if r["associate_kind"] == "agent":
         associate = f'{_agent_link(session, r["game"], r["associate"])} (agent, {_e(r["persona"])})'
@@ -192,14 +204,17 @@ def _round_html(session, r: dict, own: str, side: str) -> str:
     else:
         header = f'round {r["round"]} · associate {associate}'
     fallbacks = [t for t in r["turns"] if t["status"] == "fallback"]
+    own_random = RANDOM_CHOICE if r["timed_out"] else ""
+    associate_random = RANDOM_CHOICE.replace("lab-random", "lab-random lab-associate-random") \
+        if r["associate_timed_out"] else ""
     if side == "agent":
-        decision = (f'agent chose <b>{_e(r["associate_choice"])}</b> ({_e(r["associate_payoff"])} points) · '
-                    f'human chose <b>{_e(r["choice"])}</b>{" (timed out)" if r["timed_out"] else ""}')
+        decision = (f'agent chose <b>{_e(r["associate_choice"])}</b>{associate_random} '
+                    f'({_e(r["associate_payoff"])} points) · human chose <b>{_e(r["choice"])}</b>{own_random}'
+                    f' at {_clock(r["decided_at"])}')
     else:
-        timed_out = ' <span class="badge bg-warning text-dark">timed out: random</span>' if r["timed_out"] else ""
-        decision = (f'chose <b>{_e(r["choice"])}</b>{timed_out}'
-                    f' at {_clock(r["decided_at"])} · associate chose <b>{_e(r["associate_choice"])}</b> · '
-                    f'payoffs {_e(r["payoff"])} / {_e(r["associate_payoff"])}')
+        decision = (f'chose <b>{_e(r["choice"])}</b>{own_random}'
+                    f' at {_clock(r["decided_at"])} · associate chose <b>{_e(r["associate_choice"])}</b>'
+                    f'{associate_random} · payoffs {_e(r["payoff"])} / {_e(r["associate_payoff"])}')
     turn_notes = "".join(f'<div class="text-danger small">agent {_e(t["kind"])}: fallback ({_e(t["fallback_reason"])})</div>'
                          for t in fallbacks)
     own_code = own if side != "agent" else r["human"]

@@ -3,33 +3,44 @@
 One function, ``session_dashboard(session)``, returns a JSON-ready dictionary; the admin page
 (lab/admin_views.py) renders it and the browser polls it every few seconds and draws the
 plots itself (uPlot, served from _static/vendor). It reads each table once per request
-(participants, each game's players, messages, agent turns, model calls) and aggregates in
-Python, so its cost grows with the rows of one session only (bench/dashboard.py: 72
-participants x 10 rounds).
+(participants, the quiz's, each game's and the payment's players, messages, agent turns, model
+calls) and aggregates in Python, so its cost grows with the rows of one session only
+(bench/dashboard.py: 72 participants x 10 rounds).
 
-Agreement and breach are a *live proxy*, not the paper's measure (SI Note 2: two annotators
-and a resolver, analysis/annotation.py, after the session): a pair-round is an "agreement"
-when both sides sent in time at least one message proposing option A (``PROPOSES_A``); a
-"breach" is an agreement after which at least one side chose B.
+Every rate comes with its counts and a 95 % Wilson interval. A pair-round counts once, whether
+its two sides are two humans or a human and an agent. Agreement and breach are a *live proxy*,
+not the paper's measure (SI Note 2: two annotators and a resolver, analysis/annotation.py,
+after the session): a pair-round is an "agreement" when each side's latest message sent in time
+that names a choice proposes option A (lab/proposals.py reads the messages); a "breach" is an
+agreement after which at least one side chose B.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import math
 import statistics
 import threading
 import time
 from collections import Counter, defaultdict
 
 import protocol
+from agents.types import CallStatus, TurnStatus
+from lab.proposals import proposed_choice
 from lab.session_settings import GAME_APPS, params
 
-# "A", "option A", "choose A", "选A", "选择A", "合作" (cooperate) — the neutral label or the word.
-PROPOSES_A = re.compile(r"(?<![A-Za-z])A(?![A-Za-z])|选\s*A|合作|cooperat", re.IGNORECASE)
 # Past the longest stage limit plus this margin, a participant on a page counts as idle.
 IDLE_MARGIN_SECONDS = 15
 ROUND_START_PAGE = "RoundStart"
+# Stuck in the quiz: on its page, not passed, after this many failed attempts (each shows the
+# rules again, the wrong answers marked) or this long on it (the page holds the whole payoff
+# table and five questions: a few minutes to read and answer).
+QUIZ_APP, QUIZ_PAGE = "instructions", "Quiz"
+QUIZ_STUCK_FAILED_ATTEMPTS = 3
+QUIZ_STUCK_SECONDS = 300
+ANSWERED = CallStatus.OK.value  # a model call whose reply came back and was read
+FALLBACK = TurnStatus.FALLBACK.value
+_Z95 = statistics.NormalDist().inv_cdf(0.975)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -53,10 +64,12 @@ def _game_tables(app: str):
     return get_models_module(app)
 
 
-def progress(session, now: float) -> dict:
-    """Who is where (oTree's participant records), who is idle, whose tab is closed."""
+def progress(session, now: float, participants: list | None = None) -> dict:
+    """Who is where (oTree's participant records), who is idle, whose tab is closed, who is stuck
+    in the quiz."""
     p = params(session)
-    participants = sorted(session.get_participants(), key=lambda pp: pp.id_in_session)
+    participants = sorted(participants or session.get_participants(), key=lambda pp: pp.id_in_session)
+    quiz = quiz_attempts(session)
     idle_after = max(p.stage_limits.values()) + IDLE_MARGIN_SECONDS
     stages: Counter = Counter()
     rows = []
@@ -72,11 +85,14 @@ def progress(session, now: float) -> dict:
         if pp.is_on_wait_page:  # oTree tracks a wait page's websocket: closed tab / hidden tab
             tab = "open" if pp._waitpage_is_connected and not pp._waitpage_tab_hidden else (
                 "hidden" if pp._waitpage_is_connected else "closed")
+        failed, passed = quiz.get(pp.id, (0, False))
+        on_quiz = app == QUIZ_APP and page == QUIZ_PAGE and not passed and not finished
         rows.append(dict(
             id=pp.id_in_session, code=pp.code, label=pp.label or "", app=app, round=pp._round_number,
             page=page, seconds_on_page=None if on_page is None else round(on_page),
             idle=bool(on_page is not None and not finished and not pp.is_on_wait_page and on_page > idle_after),
-            on_wait_page=bool(pp.is_on_wait_page), tab=tab, finished=finished,
+            on_wait_page=bool(pp.is_on_wait_page), tab=tab, finished=finished, quiz_failed=failed,
+            stuck_in_quiz=on_quiz and (failed >= QUIZ_STUCK_FAILED_ATTEMPTS or (on_page or 0) >= QUIZ_STUCK_SECONDS),
         ))
     holding = _round_start_hold(rows, now, participants)
     return dict(
@@ -84,6 +100,9 @@ def progress(session, now: float) -> dict:
         participants=rows,
         idle=[r["code"] for r in rows if r["idle"]],
         closed_tabs=[r["code"] for r in rows if r["tab"] == "closed"],
+        stuck_in_quiz=[r["code"] for r in rows if r["stuck_in_quiz"]],
+        quiz_stuck_failed_attempts=QUIZ_STUCK_FAILED_ATTEMPTS,
+        quiz_stuck_seconds=QUIZ_STUCK_SECONDS,
         idle_after_seconds=idle_after,
         round_start_hold=holding,
     )
@@ -189,12 +208,45 @@ def _columns(module, session, Model, *columns):
     return query.filter(Player.session_id == session.id).with_entities(Player.round_number, *columns).all()
 
 
-def experiment(session) -> dict:
-    """Per game and round: cooperation (humans, agents), agreements and breaches (WC), messages
-    not sent in time, decisions timed out."""
+def wilson_interval(successes: int, trials: int) -> tuple[float, float] | None:
+    """95 % Wilson score interval of a rate: R's ``prop.test(x, n, correct = FALSE)$conf.int``, the
+    interval analysis.stats.wilson_interval gives (computed here without scipy: the server
+    does not import the analysis)."""
+    if not trials:
+        return None
+    p = successes / trials
+    centre = (p + _Z95 ** 2 / (2 * trials)) / (1 + _Z95 ** 2 / trials)
+    half = _Z95 * math.sqrt(p * (1 - p) / trials + _Z95 ** 2 / (4 * trials ** 2)) / (1 + _Z95 ** 2 / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def rate_series(counts: dict, reached: set) -> dict:
+    """Per round: successes, trials, the rate and its 95 % Wilson interval (None: no trials)."""
+    rounds = sorted(counts)
+    intervals = [wilson_interval(*counts[r]) for r in rounds]
+    return dict(
+        successes=[counts[r][0] if r in reached else None for r in rounds],
+        trials=[counts[r][1] if r in reached else None for r in rounds],
+        rate=[_rate(*counts[r]) for r in rounds],
+        low=[None if i is None else round(i[0], 4) for i in intervals],
+        high=[None if i is None else round(i[1], 4) for i in intervals],
+    )
+
+
+def count_series(counts: dict, reached: set) -> dict:
+    """Per round: how many (count) of how many there were (of); a round not reached is a gap."""
+    rounds = sorted(counts)
+    return dict(count=[counts[r][0] if r in reached else None for r in rounds],
+                of=[counts[r][1] if r in reached else None for r in rounds])
+
+
+def experiment(session, codes: dict | None = None) -> dict:
+    """Per game and round: cooperation (humans, agents), agreements and breaches (WC), humans'
+    late messages and decisions, agents' fallbacks by reason; and each participant's points."""
     p = params(session)
-    codes = {pp.id: pp.code for pp in session.get_participants()}
+    codes = codes if codes is not None else {pp.id: pp.code for pp in session.get_participants()}
     games = {}
+    points: Counter = Counter()
     for game in protocol.GAME_ORDERS[p.game_order]:
         module = _game_tables(GAME_APPS[game])
         Player = module.Player
@@ -202,69 +254,141 @@ def experiment(session) -> dict:
         rounds = range(1, p.rounds_per_game + 1)
         human = {r: [0, 0] for r in rounds}  # cooperations, decisions
         agent = {r: [0, 0] for r in rounds}
-        timed_out = {r: 0 for r in rounds}
-        unsent = {r: 0 for r in rounds}
-        decided_pairs = set()
-        for r, choice, choice_timed_out, participant_id, associate_code, associate_choice in _columns(
+        timed_out = {r: [0, 0] for r in rounds}  # humans' random choices, humans' decisions
+        unsent = {r: [0, 0] for r in rounds}  # humans' messages not sent in time, humans' messages
+        choices_by_pair: dict[tuple, dict] = defaultdict(dict)  # (round, pair) -> {side: choice}
+        for r, choice, choice_timed_out, participant_id, associate_code, associate_choice, payoff in _columns(
                 module, session, Player, Player.choice, Player.choice_timed_out, Player.participant_id,
-                Player.associate_code, Player.associate_choice):
+                Player.associate_code, Player.associate_choice, _payoff_text(Player)):
             if r not in human or not choice:
                 continue
             human[r][0] += choice == protocol.COOPERATE
             human[r][1] += 1
-            timed_out[r] += bool(choice_timed_out)
-            if associate_choice:
-                decided_pairs.add((r, _pair_key(codes.get(participant_id), associate_code), choice, associate_choice))
+            timed_out[r][0] += bool(choice_timed_out)
+            timed_out[r][1] += 1
+            points[participant_id] += float(payoff or 0)
+            if associate_choice:  # the pair-round is settled; an H-H pair is seen from both sides
+                own = codes.get(participant_id)
+                choices_by_pair[(r, _pair_key(own, associate_code))].update({own: choice, associate_code: associate_choice})
+        fallbacks: dict[str, dict] = defaultdict(lambda: {r: [0, 0] for r in rounds})
+        agent_turns = {r: 0 for r in rounds}
         if p.with_agents:
+            from lab import agent_runtime
+
             Turn = module.AgentTurn
-            for r, kind, status, choice in _columns(module, session, Turn, Turn.kind, Turn.status, Turn.choice):
-                if kind != "decision" or choice is None or r not in agent:
+            for r, kind, status, choice, reason in _columns(module, session, Turn, Turn.kind, Turn.status,
+                                                            Turn.choice, Turn.fallback_reason):
+                if r not in agent or status == agent_runtime.RUNNING:
                     continue
-                agent[r][0] += choice == protocol.COOPERATE
-                agent[r][1] += 1
-                timed_out[r] += status == "fallback"
-        agreements = {r: [0, 0, 0] for r in rounds}  # pairs decided, agreements, breaches
+                agent_turns[r] += 1
+                if status == FALLBACK:
+                    fallbacks[reason or "unknown"][r][0] += 1
+                if kind == "decision" and choice is not None:
+                    agent[r][0] += choice == protocol.COOPERATE
+                    agent[r][1] += 1
+        agreements = {r: [0, 0] for r in rounds}  # agreements, pair-rounds decided
+        breaches = {r: [0, 0] for r in rounds}  # breaches, agreements
         if with_chat:
-            Message = module.Message
-            proposes: dict[tuple, set] = defaultdict(set)  # (round, pair) -> senders proposing A
-            for r, sent_in_time, text, sender, receiver in _columns(
-                    module, session, Message, Message.sent_in_time, Message.text, Message.sender_code,
-                    Message.receiver_code):
-                if r not in unsent:
-                    continue
-                if not sent_in_time:
-                    unsent[r] += 1
-                elif PROPOSES_A.search(text or ""):
-                    proposes[(r, _pair_key(sender, receiver))].add(sender)
-            for r, pair, own, other in decided_pairs:
-                agreements[r][0] += 1
-                if len(proposes.get((r, pair), ())) == 2:
-                    agreements[r][1] += 1
-                    agreements[r][2] += protocol.DEFECT in (own, other)
+            latest = _latest_proposals(module, session, unsent)
+            for (r, pair), choices in choices_by_pair.items():
+                agreements[r][1] += 1
+                proposals = latest.get((r, pair), {})
+                if len(choices) == 2 and set(proposals) == set(choices) and set(proposals.values()) == {protocol.COOPERATE}:
+                    agreements[r][0] += 1
+                    breaches[r][1] += 1
+                    breaches[r][0] += protocol.DEFECT in choices.values()
         # A round nobody has reached yet has no counts (a gap in the plots, not a zero).
-        reached = {r for r in rounds if human[r][1] or agent[r][1] or unsent[r] or timed_out[r]}
-
-        def counts(values: dict) -> list:
-            return [values[r] if r in reached else None for r in rounds]
-
+        reached = {r for r in rounds if human[r][1] or agent[r][1] or unsent[r][1] or agent_turns[r]}
+        for counts in fallbacks.values():
+            for r in rounds:
+                counts[r][1] = agent_turns[r]
         games[game] = dict(
             rounds=list(rounds),
-            human_cooperation=[_rate(*human[r]) for r in rounds],
-            agent_cooperation=[_rate(*agent[r]) for r in rounds] if p.with_agents else None,
             decisions=[human[r][1] for r in rounds],
-            timed_out=counts(timed_out),
-            unsent_messages=counts(unsent) if with_chat else None,
-            agreement_rate=[_rate(agreements[r][1], agreements[r][0]) for r in rounds] if with_chat else None,
-            breach_rate=[_rate(agreements[r][2], agreements[r][1]) for r in rounds] if with_chat else None,
-            agreements_total=sum(a[1] for a in agreements.values()),
-            breaches_total=sum(a[2] for a in agreements.values()),
-            pairs_total=sum(a[0] for a in agreements.values()),
+            human_cooperation=rate_series(human, reached),
+            agent_cooperation=rate_series(agent, reached) if p.with_agents else None,
+            agreement=rate_series(agreements, reached) if with_chat else None,
+            breach=rate_series(breaches, reached) if with_chat else None,
+            agreements_total=sum(a[0] for a in agreements.values()),
+            breaches_total=sum(b[0] for b in breaches.values()),
+            pairs_total=sum(a[1] for a in agreements.values()),
+            humans_timed_out=count_series(timed_out, reached),
+            humans_unsent_messages=count_series(unsent, reached) if with_chat else None,
+            agent_fallbacks={reason: count_series(counts, reached) for reason, counts in sorted(fallbacks.items())}
+            if p.with_agents else None,
         )
-    return games
+    return dict(games=games, points=points)
+
+
+def _payoff_text(Player):
+    """A player's payoff column as its stored text: oTree's Currency type makes a Decimal and a
+    Currency of each row (a third of the query's time here), the sum needs a number only."""
+    from sqlalchemy import Text, type_coerce
+
+    return type_coerce(Player._payoff, Text)
 
 
 def _pair_key(a: str, b: str) -> str:
     return "|".join(sorted([a or "", b or ""]))
+
+
+def _latest_proposals(module, session, unsent: dict) -> dict:
+    """(round, pair) -> {sender: the choice proposed by the sender's latest message sent in time
+    that names one} (lab/proposals.py); counts humans' messages not sent in time into ``unsent``."""
+    Message = module.Message
+    latest: dict[tuple, dict] = defaultdict(dict)
+    rows = _columns(module, session, Message, Message.stage, Message.sent_in_time, Message.text,
+                    Message.sender_code, Message.sender_kind, Message.receiver_code)
+    for r, stage, sent_in_time, text, sender, sender_kind, receiver in sorted(rows, key=lambda row: (row[0], row[1])):
+        if r not in unsent:
+            continue
+        if sender_kind == "human":
+            unsent[r][0] += not sent_in_time
+            unsent[r][1] += 1
+        choice = proposed_choice(text) if sent_in_time else None
+        if choice:
+            latest[(r, _pair_key(sender, receiver))][sender] = choice
+    return latest
+
+
+def quiz_attempts(session) -> dict[int, tuple[int, bool]]:
+    """participant id -> (failed quiz attempts, passed) from the instructions app's rows."""
+    Player = _game_tables(QUIZ_APP).Player
+    found = {}
+    for _, participant_id, attempts, passed_at in _columns(
+            _game_tables(QUIZ_APP), session, Player, Player.participant_id, Player.quiz_attempts,
+            Player.quiz_passed_at):
+        passed = passed_at is not None
+        found[participant_id] = (int(attempts or 0) - passed, passed)
+    return found
+
+
+def earnings(session, points: Counter, participants: list) -> dict:
+    """Points and money so far per participant who opened their link (mean, min, max), and what
+    the session costs: show-up fees + points so far x rate, plus at most one norm bonus per game
+    and participant; the payouts the payment page has settled, once it has."""
+    p = params(session)
+    present = [pp for pp in participants if pp.visited]
+    own_points = [points.get(pp.id, 0) for pp in present]
+    money = [p.participation_fee + x * p.currency_per_point for x in own_points]
+    so_far = len(present) * p.participation_fee + sum(own_points) * p.currency_per_point
+    bonuses = len(present) * len(protocol.GAMES) * p.norm_bonus
+    Payment = _game_tables("payment").Player
+    settled = [payout for _, payout in _columns(_game_tables("payment"), session, Payment, Payment.payout)
+               if payout is not None]
+
+    def spread(values, digits):
+        return (dict(mean=round(statistics.fmean(values), digits), min=round(min(values), digits),
+                     max=round(max(values), digits)) if values else None)
+
+    return dict(
+        participants=len(present), currency=protocol.CURRENCY_CODE, participation_fee=p.participation_fee,
+        currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus, norm_estimates=len(protocol.GAMES),
+        points=spread(own_points, 1), money=spread(money, 2), points_total=round(sum(own_points), 2),
+        payout_so_far=round(so_far, 2), norm_bonuses_at_most=round(bonuses, 2),
+        payout_at_most=round(so_far + bonuses, 2),
+        settled_participants=len(settled), settled_payout=round(sum(settled), 2) if settled else None,
+    )
 
 
 def agents_health(session) -> dict | None:
@@ -287,10 +411,12 @@ def agents_health(session) -> dict | None:
             calls += 1
             statuses[status or "?"] += 1
             spent += cost or 0.0
-            if done is not None and sent is not None:
+            # Latency of answered calls only: a failure's duration (a timeout at the stage limit, a
+            # refused connection at once) says nothing about how fast the model answers.
+            if status == ANSWERED and done is not None and sent is not None:
                 latencies.append(done - sent)
         for _, status, reason in _columns(module, session, Turn, Turn.status, Turn.fallback_reason):
-            if status == "fallback":
+            if status == FALLBACK:
                 reasons[reason or "unknown"] += 1
     limit = agents.budget_limit(session)
     config = agents.model_config(session)
@@ -298,9 +424,11 @@ def agents_health(session) -> dict | None:
         model=f"{config.provider} / {config.model}",
         calls=calls,
         calls_by_status=dict(statuses),
+        answered_calls=statuses[ANSWERED],
+        failed_calls=calls - statuses[ANSWERED],
+        latency_n=len(latencies),
         latency_p50=percentile(latencies, 0.5),
         latency_p95=percentile(latencies, 0.95),
-        latency_mean=statistics.fmean(latencies) if latencies else None,
         fallbacks_by_reason=dict(reasons),
         spent=round(spent, 6),
         budget=limit,
@@ -323,6 +451,8 @@ def model_check_status(session) -> str:
 def session_dashboard(session) -> dict:
     now = time.time()
     p = params(session)
+    participants = list(session.get_participants())
+    so_far = experiment(session, {pp.id: pp.code for pp in participants})
     return dict(
         session_code=session.code,
         treatment=p.treatment,
@@ -330,8 +460,9 @@ def session_dashboard(session) -> dict:
         game_order=p.game_order,
         rounds_per_game=p.rounds_per_game,
         generated_at=now,
-        progress=progress(session, now),
+        progress=progress(session, now, participants),
         round_start_waits=round_start_waits(session),
-        games=experiment(session),
+        games=so_far["games"],
+        earnings=earnings(session, so_far["points"], participants),
         agents=agents_health(session),
     )

@@ -10,8 +10,12 @@ from __future__ import annotations
 import json
 
 import protocol
+from agents.types import TurnStatus
 from lab import dashboard
 from lab.session_settings import GAME_APPS, params
+
+
+FALLBACK = TurnStatus.FALLBACK.value
 
 
 def _module(game: str):
@@ -20,13 +24,32 @@ def _module(game: str):
     return get_models_module(GAME_APPS[game])
 
 
-def _message_dict(message) -> dict:
+def _message_dict(message, late_at) -> dict:
+    """A message with ``at``, the time it is ordered by: when it was sent, or for one not sent in
+    time when the stage ended for its sender (``late_at``)."""
+    at = message.sent_at if message.sent_in_time else late_at
     return dict(
         stage=message.stage, sender=message.sender_code, sender_kind=message.sender_kind,
         receiver=message.receiver_code, text=message.text or "", sent_in_time=bool(message.sent_in_time),
-        stage_started_at=message.stage_started_at, sent_at=message.sent_at,
+        stage_started_at=message.stage_started_at, sent_at=message.sent_at, late_at=late_at, at=at,
         unsent_draft=message.unsent_draft or "",
     )
+
+
+def _late_at(message, page_done: dict, turns: list, game_app: str, round_number: int):
+    """When a message not sent in time was taken: a human's message page submitted at its limit
+    (oTree's page-time records), an agent's turn settled by its fallback."""
+    if message.sent_in_time:
+        return None
+    if message.sender_kind == "agent":
+        return next((t["finished_at"] for t in turns if t["kind"] == f"message_{message.stage}"), None)
+    return page_done.get((message.sender_code, game_app, round_number, f"Message{message.stage}"))
+
+
+def page_completions(session) -> dict:
+    """(participant code, app, round, page) -> when oTree recorded the page as completed."""
+    return {(row["participant_code"], row["app_name"], row["round_number"], row["page_name"]): row["completed_at"]
+            for rows in dashboard.page_times(session).values() for row in rows}
 
 
 def _call_dict(call) -> dict:
@@ -51,24 +74,30 @@ def _seats(module, session) -> dict[str, str]:
     return seats
 
 
-def _round(module, game: str, player, seats: dict) -> dict:
-    """One round of one human participant: associate, messages both ways, decisions, payoffs,
-    and for an agent associate its turns and model calls."""
+def _round(module, game: str, player, seats: dict, page_done: dict) -> dict:
+    """One round of one human participant: associate, messages both ways in the order they were
+    sent, decisions (flagged when a choice was random), payoffs, and for an agent associate its
+    turns and model calls."""
     own_code = player.participant.code
     messages = []
     turns, calls = [], []
-    if getattr(module, "Message", None) is not None:
-        rows = list(module.Message.filter(player=player))
-        if player.associate_kind == "human":
-            associate = [pl for pl in player.get_others_in_group()]
-            for other in associate:
-                rows += [m for m in module.Message.filter(player=other) if m.receiver_code == own_code]
-        messages = sorted((_message_dict(m) for m in rows), key=lambda m: (m["stage"], m["sender"] != own_code))
+    associates = player.get_others_in_group() if player.associate_kind == "human" else []
     if player.associate_kind == "agent":
         turns = [dict(kind=t.kind, status=t.status, text=t.text or "", choice=t.choice or "",
                       fallback_reason=t.fallback_reason or "", started_at=t.started_at, finished_at=t.finished_at)
                  for t in sorted(module.AgentTurn.filter(player=player), key=lambda t: t.started_at or 0)]
         calls = [_call_dict(c) for c in sorted(module.LlmCall.filter(player=player), key=lambda c: c.time_sent or 0)]
+    if getattr(module, "Message", None) is not None:
+        rows = list(module.Message.filter(player=player))
+        for other in associates:
+            rows += [m for m in module.Message.filter(player=other) if m.receiver_code == own_code]
+        app = GAME_APPS[game]
+        messages = sorted((_message_dict(m, _late_at(m, page_done, turns, app, player.round_number)) for m in rows),
+                          key=lambda m: (m["at"] is None, m["at"] or 0, m["stage"]))
+    if associates:
+        associate_timed_out = bool(associates[0].field_maybe_none("choice_timed_out"))
+    else:
+        associate_timed_out = any(t["kind"] == "decision" and t["status"] == FALLBACK for t in turns)
     return dict(
         game=game, round=player.round_number,
         associate=player.field_maybe_none("associate_code") or "",
@@ -79,6 +108,7 @@ def _round(module, game: str, player, seats: dict) -> dict:
         timed_out=bool(player.field_maybe_none("choice_timed_out")),
         decided_at=player.field_maybe_none("decided_at"),
         associate_choice=player.field_maybe_none("associate_choice") or "",
+        associate_timed_out=associate_timed_out,
         payoff=None if not player.field_maybe_none("choice") else int(player.payoff),
         associate_payoff=player.field_maybe_none("associate_payoff"),
         turns=turns, calls=calls,
@@ -90,12 +120,13 @@ def participant_timeline(session, participant_code: str) -> dict | None:
     if participant is None:
         return None
     p = params(session)
+    page_done = page_completions(session)
     games = []
     for game in protocol.GAME_ORDERS[p.game_order]:
         module = _module(game)
         seats = _seats(module, session) if p.with_agents else {}
         players = module.Player.objects_filter(participant=participant).order_by("round_number")
-        games.append(dict(game=game, rounds=[_round(module, game, pl, seats) for pl in players
+        games.append(dict(game=game, rounds=[_round(module, game, pl, seats, page_done) for pl in players
                                              if pl.round_number <= p.rounds_per_game]))
     pages = dashboard.page_times(session, participant_code).get(participant_code, [])
     previous = None
@@ -120,8 +151,9 @@ def agent_timeline(session, game: str, agent_id: str) -> dict | None:
     players = [pl for pl in module.Player.objects_filter(session=session)
                if pl.field_maybe_none("associate_code") == agent_id and pl.round_number <= p.rounds_per_game]
     rounds = []
+    page_done = page_completions(session)
     for pl in sorted(players, key=lambda pl: pl.round_number):
-        row = _round(module, game, pl, seats)
+        row = _round(module, game, pl, seats, page_done)
         row["human"] = pl.participant.code
         rounds.append(row)
     return dict(kind="agent", agent_id=agent_id, game=game, persona=seats[agent_id], rounds=rounds)

@@ -42,11 +42,14 @@ def test_dashboard_and_replay_in_the_browser(lab_server, project_copy, database_
     server = lab_server(database_url, OTREE_AUTH_LEVEL="STUDY", OTREE_ADMIN_PASSWORD=ADMIN_PASSWORD,
                         LAB_MAX_ROUNDS_PER_GAME=str(ROUNDS))
 
-    # Admin login required: anonymous requests are sent to oTree's login page, no data leaks.
-    for path in (f"/LabDashboard/{hf}", f"/LabDashboardData/{hf}", f"/LabReplay/{hf}"):
+    # Admin login required: anonymous requests are sent to oTree's login page, no data leaks;
+    # the dashboard's data answers 401 (the page then says "logged out: log in again").
+    for path in (f"/LabDashboard/{hf}", f"/LabReplay/{hf}"):
         response = requests.get(server.base_url + path, allow_redirects=False, timeout=30)
         assert response.status_code in (302, 303), (path, response.status_code)
         assert "login" in response.headers["location"].lower()
+    response = requests.get(f"{server.base_url}/LabDashboardData/{hf}", allow_redirects=False, timeout=30)
+    assert response.status_code == 401 and response.json() == {"error": "logged out", "login_url": "/login"}
 
     from playwright.async_api import async_playwright
 
@@ -62,7 +65,8 @@ def test_dashboard_and_replay_in_the_browser(lab_server, project_copy, database_
             # The dashboard of each session: plots drawn in the browser, progress, agents' health.
             await page.goto(f"{server.base_url}/LabDashboard/{hf}")
             await page.wait_for_selector("#plot-WC-coop canvas")
-            assert await page.locator(".uplot").count() == 5  # WC: coop, agreement, late; WoC: coop, late
+            # WC: cooperation, agreement, humans late, agents' fallbacks; WoC: the same without agreement
+            assert await page.locator(".uplot").count() == 7
             assert await page.locator("#dash-participants tr").count() == 1 + 2
             health = await page.locator("#dash-agents").inner_text()
             # The model check made at session creation (the simulated model answers without a call).

@@ -1,5 +1,5 @@
-"""Units of the experimenter's view without a server: the dashboard's statistics and agreement
-proxy, the manifest's reading and the pooling guard."""
+"""Units of the experimenter's view without a server: the dashboard's statistics, the manifest's
+reading and the pooling guard (the agreement proxy's reading: tests/test_proposals.py)."""
 
 import csv
 import json
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from analysis import manifest
-from lab.dashboard import PROPOSES_A, percentile
+from lab.dashboard import percentile, wilson_interval
 
 
 def test_latency_percentiles_match_r_type_7():
@@ -20,12 +20,26 @@ def test_latency_percentiles_match_r_type_7():
     assert percentile([2.0], 0.95) == 2.0
 
 
-@pytest.mark.parametrize("text, proposes", [
-    ("Let's both choose A", True), ("A?", True), ("选A吧", True), ("我们合作吧", True),
-    ("shall we cooperate", True), ("I pick B", False), ("Apples and Bananas", False), ("", False),
-])
-def test_agreement_proxy_reads_a_proposal(text, proposes):
-    assert bool(PROPOSES_A.search(text)) is proposes
+# R: for (xn in list(c(0,2), c(1,2), c(2,2), c(7,12), c(30,72), c(72,72), c(1,1)))
+#      print(prop.test(xn[1], xn[2], correct = FALSE)$conf.int)
+WILSON_FROM_R = [
+    (0, 2, 0.0000000000, 0.6576197725), (1, 2, 0.0945312057, 0.9054687943), (2, 2, 0.3423802275, 1.0),
+    (7, 12, 0.3195113125, 0.8067396863), (30, 72, 0.3098521747, 0.5319230207),
+    (72, 72, 0.9493488274, 1.0), (1, 1, 0.2065493144, 1.0),
+]
+
+
+@pytest.mark.parametrize("successes, trials, low, high", WILSON_FROM_R)
+def test_rate_interval_is_r_prop_test_wilson(successes, trials, low, high):
+    assert wilson_interval(successes, trials) == pytest.approx((low, high), abs=1e-9)
+    # the interval the analysis reports for the same rate (analysis.stats, with scipy)
+    from analysis.stats import wilson_interval as analysis_interval
+
+    assert wilson_interval(successes, trials) == pytest.approx(analysis_interval(successes, trials), abs=1e-12)
+
+
+def test_rate_interval_of_no_trials_is_none():
+    assert wilson_interval(0, 0) is None
 
 
 def _manifest(code, **changes):
@@ -100,14 +114,27 @@ import otree.session
 from otree.database import session_scope
 import dashboard as bench
 from lab.dashboard import session_dashboard
+from game_with_chat import LlmCall, Player as ChatPlayer
+from instructions import Player as QuizPlayer
 with session_scope():
-    s = otree.session.create_session("hf_informed_wc_first", num_participants=6,
+    s = otree.session.create_session("hf_informed_wc_first", num_participants=9,
                                      modified_session_config_fields=dict(rounds_per_game=3, llm_provider="simulated"))
     bench.fill_session(s, 2, games=("game_with_chat",))
     now = int(time.time())
+    # Four calls that failed at the stage limit (40 s): not answers, so not in the latency.
+    for player in ChatPlayer.objects_filter(session=s, round_number=1)[:4]:
+        LlmCall.create(player=player, session_code=s.code, call_id=f"failed-{player.id}", agent_id=player.associate_code,
+                       round_number=1, turn="decision", attempt=2, provider="openai", model="gpt-4o", status="timeout",
+                       time_sent=now - 100, time_done=now - 60, cost=0.0)
+    quiz = {7: (3, 20), 8: (1, 400), 9: (1, 30)}  # failed attempts, seconds on the quiz page
     for pp in s.get_participants():
         pp._current_app_name, pp._round_number = "game_with_chat", 3
-        if pp.id_in_session <= 4:  # arrived at round 3's start; participant 2 closed the tab there
+        if pp.id_in_session in quiz:
+            failed, seconds = quiz[pp.id_in_session]
+            pp._current_app_name, pp._round_number, pp._current_page_name = "instructions", 1, "Quiz"
+            pp._last_page_timestamp = now - seconds
+            QuizPlayer.objects_get(participant=pp).quiz_attempts = failed
+        elif pp.id_in_session <= 4:  # arrived at round 3's start; participant 2 closed the tab there
             pp._current_page_name, pp.is_on_wait_page = "RoundStart", True
             pp._waitpage_is_connected = pp.id_in_session != 2
             pp._last_page_timestamp = now - 10 * pp.id_in_session
@@ -133,12 +160,21 @@ def test_dashboard_mid_session_shows_who_holds_the_round_start(project_copy):
     codes = {p["id"]: p["code"] for p in progress["participants"]}
     hold = progress["round_start_hold"]
     assert hold["round"] == 3 and hold["waiting"] == 4 and hold["held_seconds"] >= 40
-    assert sorted(hold["held_by"]) == sorted([codes[5], codes[6]])
+    assert sorted(hold["held_by"]) == sorted(codes[i] for i in (5, 6, 7, 8, 9))
     assert progress["closed_tabs"] == [codes[2]]
-    assert progress["idle"] == [codes[6]]
+    assert progress["idle"] == [codes[6], codes[8]]
     assert {s["stage"]: s["participants"] for s in progress["stages"]} == {
-        "game_with_chat r3 RoundStart": 4, "game_with_chat r2 Result": 2}
+        "game_with_chat r3 RoundStart": 4, "game_with_chat r2 Result": 2, "instructions r1 Quiz": 3}
+    # Stuck in the quiz: 3 failed attempts (participant 7), or 5 minutes on it (8); not 9.
+    assert progress["stuck_in_quiz"] == [codes[7], codes[8]]
+    assert [p["quiz_failed"] for p in progress["participants"]][6:] == [3, 1, 1]
     wc = data["games"]["WC"]
-    assert wc["decisions"] == [6, 6, 0] and wc["timed_out"][2] is None  # round 3 not reached: a gap
-    assert data["agents"]["calls"] == 6 * 2 * 3 and data["agents"]["latency_p95"] is not None
+    assert wc["decisions"] == [9, 9, 0] and wc["humans_timed_out"]["count"][2] is None  # round 3: a gap
+    assert wc["human_cooperation"]["trials"] == [9, 9, None]
+    agents = data["agents"]
+    assert agents["calls"] == 9 * 2 * 3 + 4 and agents["failed_calls"] == 4
+    assert agents["calls_by_status"] == {"ok": 54, "timeout": 4}
+    # Latency of the 54 answered calls (0.8-3.0 s): the four 40 s failures are counted apart.
+    assert agents["latency_n"] == 54 and agents["latency_p95"] <= 3.0
+    assert data["earnings"]["participants"] == 9
     assert [w["round"] for w in data["round_start_waits"]] == [2]  # round 1's start has no previous page
