@@ -35,7 +35,7 @@ Layout, one module per concern; each imports only those above it:
 - ``journal``: the call journal file, and forgetting a call once its record is committed;
 - ``page_bursts``: the gate that lets a round start's page loads go before its first turns;
 - ``seats``: a session's model config, budget and spending; its agents' seats; the request memo;
-- ``turns``: turns in the database: started, resumed, settled, by the fallback; a round's start
+- ``turns``: turns in the database: started, resumed, settled (by the fallback if need be); a round's start
   and end (uses engine, journal, page_bursts, seats);
 - ``waiting``: a page waiting for a turn: its deadline, the push when it ends (``NOTIFIER``);
 - ``startup``: the recovery at server start, and the hook on oTree's app start that runs it.
