@@ -28,7 +28,7 @@ import time
 from typing import Callable, Optional
 
 from .config import ModelConfig
-from .models import current_call_scope
+from .models.calls import current_call_scope
 from .types import CallStatus, ChatMessage, ModelReply, ModelSettings
 
 FAIR_BREAK_RATE_AFTER_EXPLOITED = 0.5

@@ -28,8 +28,9 @@ from sqlalchemy.orm import exc as orm_exc
 from sqlalchemy.orm.interfaces import MANYTOONE
 from sqlalchemy.orm.properties import ColumnProperty, RelationshipProperty
 
-# One entry per (model, criteria names) shape; oTree and the lab use a few dozen.
-_bakery = baked.bakery(size=500)
+# The lab's one compiled-query cache: one entry per (model, criteria names) shape here (oTree and
+# the lab use a few dozen), and the lab's own queries (lab/pages.py, lab/wait_for_all.py).
+bakery = baked.bakery(size=500)
 _criteria_cache: dict = {}
 
 
@@ -75,7 +76,7 @@ def _cached_query(session, model, values: dict, ordered_by_id: bool = False):
     params = criteria and _params(criteria, names, values)
     if not params:
         return None
-    query = _bakery(lambda s: s.query(model), model, names)
+    query = bakery(lambda s: s.query(model), model, names)
     query += (lambda q: q.filter(*[column == bindparam(f"lab_{name}")
                                    for (column, _), name in zip(criteria, names)]), model, names)
     if ordered_by_id:

@@ -45,7 +45,7 @@ TOLD_READY_KEPT_SECONDS = 12 * 3600
 
 
 def remember_server_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Called on the server's loop as the app starts (lab/agent_runtime.py's startup hook)."""
+    """Called on the server's loop as the app starts (lab/agent_runtime/startup.py's startup hook)."""
     global _server_loop
     _server_loop = loop
 

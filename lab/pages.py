@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from sqlalchemy import bindparam
-from sqlalchemy.ext import baked
 
 import protocol
 from lab import i18n
@@ -103,23 +102,22 @@ class PlayerFormOnly:
         return super().get_object()
 
 
-_bakery = baked.bakery(size=50)
-
-
 def load_page_rows(page) -> list:
     """The page's group, subsession and session in one query, for oTree's ``get_context_data``,
     which reads each of them with a query of its own on every page it renders (three round
     trips to the database under oTree's global lock). oTree's lookups then find them in the
     request's identity map (the group through the player's link, the others by id: see
     ``lab.baked_lookups``). Returned to be held: that map forgets rows nothing refers to."""
-    from otree.database import db
+    from otree.database import db  # here: texts and deadlines are also used without oTree's database
     from otree.models.session import Session
+
+    from lab.baked_lookups import bakery
 
     group_id = page.player.group_id
     if group_id is None:
         return []
     Group, Subsession = page.GroupClass, page.SubsessionClass
-    query = _bakery(lambda s: s.query(Group, Subsession, Session), Group, Subsession)
+    query = bakery(lambda s: s.query(Group, Subsession, Session), Group, Subsession)
     query += (lambda q: q.filter(Group.id == bindparam("group_id"), Subsession.id == bindparam("subsession_id"),
                                  Session.id == bindparam("session_id")), Group, Subsession)
     # No autoflush: these rows do not depend on the request's pending changes (oTree's note of

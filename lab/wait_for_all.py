@@ -21,11 +21,9 @@ from typing import Optional
 
 from otree.database import db
 from sqlalchemy import bindparam
-from sqlalchemy.ext import baked
 
 from lab import channels
-
-_bakery = baked.bakery(size=50)
+from lab.baked_lookups import bakery
 
 PARTICIPANT_PATH_PREFIX = "/p/"
 
@@ -57,7 +55,7 @@ def arrival_positions(page) -> list:
     from otree.models.participant import Participant
 
     Player = page.PlayerClass
-    query = _bakery(lambda session: session.query(Participant._index_in_pages, Participant.is_on_wait_page)
+    query = bakery(lambda session: session.query(Participant._index_in_pages, Participant.is_on_wait_page)
                     .join(Player, Player.participant_id == Participant.id), Player)
     query += (lambda q: q.filter(Player.subsession_id == bindparam("subsession_id")), Player)
     return query(db._db).params(subsession_id=page._subsession_pk).all()

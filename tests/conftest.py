@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_llm_server import FakeLLMServer
 from tests.lab_server import make_project_copy
 
 PG_ADMIN_URL = os.environ.get("LAB_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -53,6 +54,20 @@ def database_url(request):
     if request.param == "sqlite":
         return ""
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture(scope="module")
+def fake_llm_server_of_module():
+    """One fake LLM server (tests/fake_llm_server.py) for all the tests of a module that use it."""
+    with FakeLLMServer() as running:
+        yield running
+
+
+@pytest.fixture
+def fake_llm(fake_llm_server_of_module) -> FakeLLMServer:
+    """The module's fake LLM server, back at its defaults (replies, latency, faults, counters)."""
+    fake_llm_server_of_module.reset()
+    return fake_llm_server_of_module
 
 
 @pytest.fixture

@@ -16,9 +16,10 @@ import time
 import pytest
 import requests
 
+from agents.agent import PENDING
 from agents.models import Budget
 from agents.types import CallRecord
-from lab.agent_runtime import PENDING, AgentEngine
+from lab.agent_runtime.engine import AgentEngine
 from tests.fake_llm_server import FakeLLMServer
 from tests.http_participant import HttpParticipant
 

@@ -15,7 +15,8 @@ from agents.config import (
     price_table,
     session_config_defaults,
 )
-from agents.models import Budget, _RequestsPerMinute, estimate_cost
+from agents.models import Budget, estimate_cost
+from agents.models.layers import _RequestsPerMinute
 
 
 def test_session_config_keys_build_a_config():

@@ -19,29 +19,21 @@ def _agent_config(**extra):
     return {**dict(associate_type="fair", label_setting="informed", game_order="WC-WoC"), **extra}
 
 
-@pytest.fixture(scope="module")
-def fake():
-    with FakeLLMServer() as running:
-        yield running
-
-
-def test_session_creation_calls_the_model_once(fake):
-    fake.reset()
+def test_session_creation_calls_the_model_once(fake_llm):
     session_vars = {}
-    validate(_agent_config(llm_provider="openai_compatible", llm_model="m", llm_base_url=fake.base_url_openai), 2,
-             record=session_vars)
-    assert fake.request_count == 1
+    validate(_agent_config(llm_provider="openai_compatible", llm_model="m", llm_base_url=fake_llm.base_url_openai),
+             2, record=session_vars)
+    assert fake_llm.request_count == 1
     # What the dashboard shows as the model check's status (lab/dashboard.py model_check_status).
     assert session_vars["model_check"]["status"] == "ok" and session_vars["model_check"]["model"] == "m"
 
 
-def test_session_creation_refuses_an_unknown_model_in_plain_words(fake):
-    fake.reset()
-    fake.set(models={"served-model"})
+def test_session_creation_refuses_an_unknown_model_in_plain_words(fake_llm):
+    fake_llm.set(models={"served-model"})
     session_vars = {}
     with pytest.raises(SessionConfigError, match=r"does not know the model.*typo-model.*does not exist"):
         validate(_agent_config(llm_provider="openai_compatible", llm_model="typo-model", llm_max_retries=0,
-                               llm_base_url=fake.base_url_openai), 2, record=session_vars)
+                               llm_base_url=fake_llm.base_url_openai), 2, record=session_vars)
     assert session_vars["model_check"]["status"] == "failed"
 
 

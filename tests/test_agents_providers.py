@@ -26,22 +26,15 @@ KEY_ENV = "FAKE_LLM_TEST_KEY"
 APIS = ("openai", "anthropic")
 
 
-@pytest.fixture(scope="module")
-def server():
-    with FakeLLMServer() as running:
-        yield running
-
-
 @pytest.fixture(autouse=True)
-def fresh(server, monkeypatch):
-    server.reset()
+def key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, DUMMY_KEY)
 
 
-def model_config(server: FakeLLMServer, api: str, **overrides) -> ModelConfig:
+def model_config(fake_llm: FakeLLMServer, api: str, **overrides) -> ModelConfig:
     fields = dict(
         provider=api, model="fake-model", api_key_env=KEY_ENV,
-        base_url=server.base_url_openai if api == "openai" else server.base_url_anthropic,
+        base_url=fake_llm.base_url_openai if api == "openai" else fake_llm.base_url_anthropic,
         max_retries=3, retry_base_delay=0.05, retry_max_delay=0.2, request_timeout=5,
         price_input_per_mtok=1.0, price_output_per_mtok=2.0,
     )
@@ -49,8 +42,8 @@ def model_config(server: FakeLLMServer, api: str, **overrides) -> ModelConfig:
     return ModelConfig(**fields)
 
 
-def new_agent(server, api, *, persona="fair", seed=7, **overrides) -> PersonaAgent:
-    return PersonaAgent("agent-1", persona, build_model(model_config(server, api, **overrides)), seed=seed)
+def new_agent(fake_llm, api, *, persona="fair", seed=7, **overrides) -> PersonaAgent:
+    return PersonaAgent("agent-1", persona, build_model(model_config(fake_llm, api, **overrides)), seed=seed)
 
 
 def run_turn(agent: PersonaAgent, seconds: float, kind: str = "message_1"):
@@ -68,8 +61,8 @@ def run_turn(agent: PersonaAgent, seconds: float, kind: str = "message_1"):
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_good_reply_is_parsed_and_fully_recorded(server, api):
-    result, in_time = run_turn(new_agent(server, api), 5)
+def test_a_good_reply_is_parsed_and_fully_recorded(fake_llm, api):
+    result, in_time = run_turn(new_agent(fake_llm, api), 5)
     assert in_time and result.status == TurnStatus.OK.value
     assert result.text == "Let's both choose A, we each get 70!"
     (call,) = result.calls
@@ -81,17 +74,17 @@ def test_a_good_reply_is_parsed_and_fully_recorded(server, api):
     assert call.cost == pytest.approx((call.input_tokens * 1.0 + call.output_tokens * 2.0) / 1e6)
     assert call.time_sent <= call.time_first_byte <= call.time_done
     assert len(call.prompt_version) == 12
-    sent = server.requests[0][1]
+    sent = fake_llm.requests[0][1]
     assert sent["model"] == "fake-model"
     assert (sent.get("max_tokens") or sent.get("max_completion_tokens")) == 1024
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_temperature_and_seed_are_sent_as_configured(server, api):
-    model = build_model(model_config(server, api, temperature=0.7, seed=11))
+def test_temperature_and_seed_are_sent_as_configured(fake_llm, api):
+    model = build_model(model_config(fake_llm, api, temperature=0.7, seed=11))
     result, _ = run_turn(PersonaAgent("agent-1", "fair", model, seed=7), 5)
     assert result.status == TurnStatus.OK.value, result.calls[-1].error
-    sent = server.requests[0][1]
+    sent = fake_llm.requests[0][1]
     assert sent["temperature"] == 0.7
     assert result.calls[0].parameters["temperature"] == 0.7
     if api == "openai":
@@ -99,47 +92,47 @@ def test_temperature_and_seed_are_sent_as_configured(server, api):
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_slow_provider_times_out_by_the_deadline(server, api):
-    server.set(mode="slow", slow_seconds=10)
-    result, in_time = run_turn(new_agent(server, api), 1.0)
+def test_a_slow_provider_times_out_by_the_deadline(fake_llm, api):
+    fake_llm.set(mode="slow", slow_seconds=10)
+    result, in_time = run_turn(new_agent(fake_llm, api), 1.0)
     assert in_time
     assert result.status == TurnStatus.FALLBACK.value and result.fallback_reason == CallStatus.TIMEOUT.value
     assert result.text is None
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_long_retry_after_gives_up_at_once(server, api):
-    server.set(mode="429", retry_after=30)
+def test_a_long_retry_after_gives_up_at_once(fake_llm, api):
+    fake_llm.set(mode="429", retry_after=30)
     started = time.monotonic()
-    result, in_time = run_turn(new_agent(server, api), 3.0)
+    result, in_time = run_turn(new_agent(fake_llm, api), 3.0)
     assert in_time and time.monotonic() - started < 1.5  # waiting 30 s could never fit
     assert result.fallback_reason == CallStatus.RATE_LIMITED.value
-    assert server.request_count == 1
+    assert fake_llm.request_count == 1
     assert "Retry" in result.calls[0].error or "deadline" in result.calls[0].error
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_rate_limits_are_retried_within_the_deadline(server, api):
-    server.set(mode="429", retry_after=0)
-    result, in_time = run_turn(new_agent(server, api), 3.0)
+def test_rate_limits_are_retried_within_the_deadline(fake_llm, api):
+    fake_llm.set(mode="429", retry_after=0)
+    result, in_time = run_turn(new_agent(fake_llm, api), 3.0)
     assert in_time and result.fallback_reason == CallStatus.RATE_LIMITED.value
-    assert result.calls[0].retries == 3 and server.request_count == 4
+    assert result.calls[0].retries == 3 and fake_llm.request_count == 4
 
 
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("mode", ["500", "drop", "malformed"])
-def test_server_errors_end_as_provider_errors(server, api, mode):
-    server.set(mode=mode)
-    result, in_time = run_turn(new_agent(server, api), 3.0)
+def test_server_errors_end_as_provider_errors(fake_llm, api, mode):
+    fake_llm.set(mode=mode)
+    result, in_time = run_turn(new_agent(fake_llm, api), 3.0)
     assert in_time and result.status == TurnStatus.FALLBACK.value
     assert result.fallback_reason == CallStatus.PROVIDER_ERROR.value
-    assert result.calls[0].retries == 3 and server.request_count == 4
+    assert result.calls[0].retries == 3 and fake_llm.request_count == 4
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_every_second_call_failing_is_absorbed_by_a_retry(server, api):
-    server.set(mode="500", fail_every_nth=2)
-    agent = new_agent(server, api)
+def test_every_second_call_failing_is_absorbed_by_a_retry(fake_llm, api):
+    fake_llm.set(mode="500", fail_every_nth=2)
+    agent = new_agent(fake_llm, api)
     first, _ = run_turn(agent, 3.0)
     second, in_time = run_turn(agent, 3.0, "decision")
     assert first.status == second.status == TurnStatus.OK.value and in_time
@@ -148,24 +141,24 @@ def test_every_second_call_failing_is_absorbed_by_a_retry(server, api):
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_truncated_decision_is_reasked_then_falls_back_to_a_seeded_random_choice(server, api):
-    server.set(mode="truncated")
-    agent = new_agent(server, api)
+def test_a_truncated_decision_is_reasked_then_falls_back_to_a_seeded_random_choice(fake_llm, api):
+    fake_llm.set(mode="truncated")
+    agent = new_agent(fake_llm, api)
     result, in_time = run_turn(agent, 5.0, "decision")
     assert in_time and result.status == TurnStatus.FALLBACK.value
     assert result.fallback_reason == CallStatus.LENGTH.value
     assert [c.status for c in result.calls] == [CallStatus.LENGTH.value] * 2
     assert result.choice in ("A", "B")
-    assert new_agent(server, api)._random_choice(1) == result.choice  # seeded: the same again
+    assert new_agent(fake_llm, api)._random_choice(1) == result.choice  # seeded: the same again
     # The agent remembers the fallback: its conversation ends with the random choice.
     assert agent.conversation[-1]["role"] == "assistant" and f"[{result.choice}]" in agent.conversation[-1]["content"]
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_malformed_reply_is_reasked_once(server, api):
+def test_a_malformed_reply_is_reasked_once(fake_llm, api):
     replies = iter(["Sure! Let's both choose A.", "<好，都选A吧！>"])
-    server.set(reply=lambda request, _api: next(replies))
-    result, in_time = run_turn(new_agent(server, api), 5.0)
+    fake_llm.set(reply=lambda request, _api: next(replies))
+    result, in_time = run_turn(new_agent(fake_llm, api), 5.0)
     assert in_time and result.status == TurnStatus.REASKED.value and result.text == "好，都选A吧！"
     first, second = result.calls
     assert first.status == CallStatus.PARSE_ERROR.value and second.attempt == 2
@@ -174,31 +167,31 @@ def test_a_malformed_reply_is_reasked_once(server, api):
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_no_reask_without_time_left(server, api):
-    server.set(reply="no brackets here", latency=0.5)  # the reply leaves < 1 s of a 1.4 s stage
-    result, in_time = run_turn(new_agent(server, api), 1.4)
+def test_no_reask_without_time_left(fake_llm, api):
+    fake_llm.set(reply="no brackets here", latency=0.5)  # the reply leaves < 1 s of a 1.4 s stage
+    result, in_time = run_turn(new_agent(fake_llm, api), 1.4)
     assert in_time and result.fallback_reason == CallStatus.PARSE_ERROR.value and len(result.calls) == 1
 
 
-def test_a_passed_deadline_sends_nothing(server):
-    agent = new_agent(server, "openai")
+def test_a_passed_deadline_sends_nothing(fake_llm):
+    agent = new_agent(fake_llm, "openai")
     result = asyncio.run(agent.message_1(1, deadline=time.monotonic() - 1))
     assert result.status == TurnStatus.FALLBACK.value and result.fallback_reason == CallStatus.TIMEOUT.value
-    assert server.request_count == 0
+    assert fake_llm.request_count == 0
 
 
-def test_a_spent_budget_stops_sending(server):
+def test_a_spent_budget_stops_sending(fake_llm):
     budget = Budget(1e-9)
-    model = build_model(model_config(server, "openai"), budget=budget)
+    model = build_model(model_config(fake_llm, "openai"), budget=budget)
     agent = PersonaAgent("agent-1", "fair", model, seed=1)
     first = asyncio.run(agent.message_1(1, deadline=time.monotonic() + 5))
     second = asyncio.run(agent.message_1(2, deadline=time.monotonic() + 5))
     assert first.status == TurnStatus.OK.value and budget.spent == pytest.approx(first.calls[0].cost)
-    assert second.fallback_reason == CallStatus.BUDGET.value and server.request_count == 1
+    assert second.fallback_reason == CallStatus.BUDGET.value and fake_llm.request_count == 1
 
 
-def test_requests_per_minute_limit_refuses_beyond_the_deadline(server):
-    model = build_model(model_config(server, "openai", requests_per_minute=2))
+def test_requests_per_minute_limit_refuses_beyond_the_deadline(fake_llm):
+    model = build_model(model_config(fake_llm, "openai", requests_per_minute=2))
     agents = [PersonaAgent(f"agent-{i}", "fair", model, seed=i) for i in range(3)]
 
     async def all_turns():
@@ -207,7 +200,7 @@ def test_requests_per_minute_limit_refuses_beyond_the_deadline(server):
 
     results = asyncio.run(all_turns())
     assert sorted(r.status for r in results) == ["fallback", "ok", "ok"]
-    assert server.request_count == 2
+    assert fake_llm.request_count == 2
 
 
 def test_concurrency_limit_holds_and_waits_count_against_the_deadline():
@@ -230,9 +223,9 @@ def test_concurrency_limit_holds_and_waits_count_against_the_deadline():
         assert all(r.fallback_reason == CallStatus.TIMEOUT.value for r in late)
 
 
-def test_cancellation_by_the_caller_propagates_and_is_remembered(server):
-    server.set(mode="slow", slow_seconds=10)
-    agent = new_agent(server, "openai")
+def test_cancellation_by_the_caller_propagates_and_is_remembered(fake_llm):
+    fake_llm.set(mode="slow", slow_seconds=10)
+    agent = new_agent(fake_llm, "openai")
 
     async def cancel_midway():
         task = asyncio.create_task(agent.message_1(1, deadline=time.monotonic() + 5))
@@ -246,8 +239,8 @@ def test_cancellation_by_the_caller_propagates_and_is_remembered(server):
     assert agent.conversation[-1]["content"] == "(I sent no message in time.)"
 
 
-def test_one_model_serves_several_event_loops(server):
-    model = build_model(model_config(server, "openai"))
+def test_one_model_serves_several_event_loops(fake_llm):
+    model = build_model(model_config(fake_llm, "openai"))
     outcomes = []
 
     def in_new_loop():
@@ -262,30 +255,30 @@ def test_one_model_serves_several_event_loops(server):
     assert outcomes == ["ok"] * 3
 
 
-def test_gemini_and_openai_compatible_go_through_the_openai_sdk(server, monkeypatch):
+def test_gemini_and_openai_compatible_go_through_the_openai_sdk(fake_llm, monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", DUMMY_KEY)
-    gemini = ModelConfig(provider="gemini", model="gemini-2.5-flash", base_url=server.base_url_openai, seed=3)
-    local = ModelConfig(provider="openai_compatible", model="llama", base_url=server.base_url_openai)
+    gemini = ModelConfig(provider="gemini", model="gemini-2.5-flash", base_url=fake_llm.base_url_openai, seed=3)
+    local = ModelConfig(provider="openai_compatible", model="llama", base_url=fake_llm.base_url_openai)
     for cfg in (gemini, local):
         agent = PersonaAgent("agent-1", "fair", build_model(cfg), seed=1)
         assert asyncio.run(agent.message_1(1, deadline=time.monotonic() + 5)).status == "ok"
-    gemini_request, local_request = (body for _, body in server.requests)
+    gemini_request, local_request = (body for _, body in fake_llm.requests)
     assert gemini_request["seed"] == 3 and gemini_request["max_tokens"] == 1024
     assert "seed" not in local_request
 
 
-def test_keys_never_reach_records_or_errors(server):
-    server.set(mode="500")
-    agent = new_agent(server, "anthropic")
+def test_keys_never_reach_records_or_errors(fake_llm):
+    fake_llm.set(mode="500")
+    agent = new_agent(fake_llm, "anthropic")
     result, _ = run_turn(agent, 2.0)
     dumped = json.dumps([c.to_dict() for c in result.calls]) + json.dumps(agent.to_state())
-    assert DUMMY_KEY not in dumped and KEY_ENV in json.dumps(model_config(server, "openai").model_dump())
+    assert DUMMY_KEY not in dumped and KEY_ENV in json.dumps(model_config(fake_llm, "openai").model_dump())
     assert DUMMY_KEY not in redact(f"Incorrect API key provided: {DUMMY_KEY}")
     assert "secret-xyz" not in redact("bad key secret-xyz", "secret-xyz")
     assert "AIzaSyA12345678901" not in redact("key=AIzaSyA12345678901")
 
 
-def test_a_missing_key_is_a_config_error_at_build_time(server, monkeypatch):
+def test_a_missing_key_is_a_config_error_at_build_time(fake_llm, monkeypatch):
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(ConfigError, match=KEY_ENV):
-        build_model(model_config(server, "openai"))
+        build_model(model_config(fake_llm, "openai"))

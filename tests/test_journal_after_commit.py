@@ -1,5 +1,5 @@
 """A settled call leaves the call journal only once its ``LlmCall`` row is committed
-(lab/agent_runtime.py, ``forget_when_committed``).
+(lab/agent_runtime/journal.py, ``forget_when_committed``).
 
 Settling a turn writes its calls as ``LlmCall`` rows in the page's transaction. The journal's rows
 used to be deleted at that moment, before the commit: a server killed (or a transaction rolled
@@ -20,7 +20,9 @@ setup()
 import otree.session
 from otree.database import session_scope
 from agents.types import CallRecord
-from lab import agent_runtime as agents
+from lab.agent_runtime.journal import call_journal, forget_when_committed
+from lab.agent_runtime.startup import recover_journaled_calls
+from lab.agent_runtime.turns import _store_call
 import game_with_chat as app
 
 def record(call_id):
@@ -32,11 +34,11 @@ def record(call_id):
 def settle_calls(player, call_ids):
     # What settle() does with a turn's calls: their rows, then the journal's rows go.
     for call_id in call_ids:
-        agents._store_call(player, app.TABLES, record(call_id).to_dict())
-    agents.forget_when_committed(call_ids)
+        _store_call(player, app.TABLES, record(call_id).to_dict())
+    forget_when_committed(call_ids)
 
 def journaled():
-    return sorted(row[4]["call_id"] for row in agents.call_journal().orphans())
+    return sorted(row[4]["call_id"] for row in call_journal().orphans())
 
 def on_record():
     return sorted(c.call_id for c in app.LlmCall.filter())
@@ -47,7 +49,7 @@ with session_scope():
                                            modified_session_config_fields=dict(rounds_per_game=1,
                                                                                llm_provider="simulated"))
     session_id = session.id
-journal = agents.call_journal()
+journal = call_journal()
 with session_scope():
     player = app.Player.objects_first(session_id=session_id, round_number=1)
     context = (player.session.code, app.GAME, player.id)
@@ -70,11 +72,11 @@ with session_scope():
     result["after_commit"] = dict(journaled=journaled(), on_record=on_record())
 
 with session_scope():  # the next start
-    result["recovered"] = agents.recover_journaled_calls()
+    result["recovered"] = recover_journaled_calls()
 with session_scope():
     result["after_recovery"] = dict(journaled=journaled(), on_record=on_record())
 with session_scope():
-    result["recovered_again"] = agents.recover_journaled_calls()
+    result["recovered_again"] = recover_journaled_calls()
 print("RESULT " + json.dumps(result))
 """
 

@@ -13,7 +13,9 @@ import time
 import otree.middleware
 import pytest
 
-from lab import agent_runtime as agents
+from lab.agent_runtime import page_bursts
+from lab.agent_runtime.engine import AgentEngine
+from lab.agent_runtime.startup import freeze_heap
 
 
 @pytest.fixture(autouse=True)
@@ -44,42 +46,42 @@ def _with_queued_pages(check, hold_seconds: float = 0.0):
 
 
 def test_pages_busy_reads_otrees_lock():
-    assert agents.pages_busy() is False
-    assert _with_queued_pages(agents.pages_busy) is True
+    assert page_bursts.pages_busy() is False
+    assert _with_queued_pages(page_bursts.pages_busy) is True
 
     async def held():
         async with otree.middleware.lock2:  # one request being served, none waiting
-            return await asyncio.get_running_loop().run_in_executor(None, agents.pages_busy)
+            return await asyncio.get_running_loop().run_in_executor(None, page_bursts.pages_busy)
 
     assert asyncio.run(held()) is True
-    assert agents.pages_busy() is False
+    assert page_bursts.pages_busy() is False
 
 
 def test_a_turn_waits_for_queued_pages_and_goes_on_when_they_are_served():
     far_deadline = time.monotonic() + 600  # the bound is PAGE_BURST_MAX_DEFER_SECONDS
 
     def start_turn():
-        return asyncio.run(agents.yield_to_page_bursts(far_deadline))
+        return asyncio.run(page_bursts.yield_to_page_bursts(far_deadline))
 
     waited = _with_queued_pages(start_turn, hold_seconds=0.3)
     # until the queue was served and a quiet spell passed, not to the bound
-    assert 0.3 + agents.PAGE_BURST_QUIET_SECONDS - 0.05 <= waited < 1.2
+    assert 0.3 + page_bursts.PAGE_BURST_QUIET_SECONDS - 0.05 <= waited < 1.2
 
 
 def test_the_wait_is_bounded(monkeypatch):
-    monkeypatch.setattr(agents, "pages_busy", lambda: True)  # a queue that never empties
+    monkeypatch.setattr(page_bursts, "pages_busy", lambda: True)  # a queue that never empties
     now = time.monotonic()
     started = time.monotonic()
-    assert asyncio.run(agents.yield_to_page_bursts(now + 600)) < agents.PAGE_BURST_MAX_DEFER_SECONDS + 0.2
-    assert time.monotonic() - started >= agents.PAGE_BURST_MAX_DEFER_SECONDS
+    assert asyncio.run(page_bursts.yield_to_page_bursts(now + 600)) < page_bursts.PAGE_BURST_MAX_DEFER_SECONDS + 0.2
+    assert time.monotonic() - started >= page_bursts.PAGE_BURST_MAX_DEFER_SECONDS
     # a turn with 4 s left waits at most a twentieth of them
-    assert asyncio.run(agents.yield_to_page_bursts(time.monotonic() + 4)) < 0.2 + 0.1
-    assert asyncio.run(agents.yield_to_page_bursts(time.monotonic() - 1)) < 0.05  # past its deadline
+    assert asyncio.run(page_bursts.yield_to_page_bursts(time.monotonic() + 4)) < 0.2 + 0.1
+    assert asyncio.run(page_bursts.yield_to_page_bursts(time.monotonic() - 1)) < 0.05  # past its deadline
 
 
 def test_no_wait_without_queued_pages():
     assert threading.current_thread() is threading.main_thread()
-    assert asyncio.run(agents.yield_to_page_bursts(time.monotonic() + 600)) < 0.05
+    assert asyncio.run(page_bursts.yield_to_page_bursts(time.monotonic() + 600)) < 0.05
 
 
 def test_many_waiting_turns_share_one_poll(monkeypatch):
@@ -91,15 +93,15 @@ def test_many_waiting_turns_share_one_poll(monkeypatch):
         calls.append(1)
         return time.monotonic() < queue_until
 
-    monkeypatch.setattr(agents, "pages_busy", queued)
+    monkeypatch.setattr(page_bursts, "pages_busy", queued)
 
     async def round_start():
         deadline = time.monotonic() + 600
-        return await asyncio.gather(*(agents.yield_to_page_bursts(deadline) for _ in range(72)))
+        return await asyncio.gather(*(page_bursts.yield_to_page_bursts(deadline) for _ in range(72)))
 
     waited = asyncio.run(round_start())
-    assert all(0.25 + agents.PAGE_BURST_QUIET_SECONDS <= w < 1.0 for w in waited)
-    polls = (0.3 + agents.PAGE_BURST_QUIET_SECONDS) / agents.PAGE_BURST_POLL_SECONDS
+    assert all(0.25 + page_bursts.PAGE_BURST_QUIET_SECONDS <= w < 1.0 for w in waited)
+    polls = (0.3 + page_bursts.PAGE_BURST_QUIET_SECONDS) / page_bursts.PAGE_BURST_POLL_SECONDS
     # a look per turn as it starts and as it wakes, and one poll for all (a quiet spell included)
     assert len(calls) < 2 * 72 + 2 * polls + 10
 
@@ -112,7 +114,9 @@ setup()
 import otree.session
 from otree.database import session_scope
 from otree.middleware import lock2
-from lab import agent_runtime as agents
+from lab.agent_runtime.engine import ENGINE
+from lab.agent_runtime.turns import turn_key
+from lab.agent_runtime.waiting import wait_for_turn
 import game_with_chat as wc
 
 with session_scope():
@@ -122,16 +126,16 @@ with session_scope():
 asyncio.run(lock2.acquire())  # a page request is being served
 with session_scope():
     subsession = wc.Subsession.objects_get(session_id=session_id, round_number=1)
-    keys = [agents.turn_key(p, wc.TABLES, "message_1") for p in subsession.get_players()]
+    keys = [turn_key(p, wc.TABLES, "message_1") for p in subsession.get_players()]
     wc.start_agent_turns(subsession)  # the round starts: every agent's first turn
-futures = [agents.ENGINE.future(key) for key in keys]
+futures = [ENGINE.future(key) for key in keys]
 time.sleep(0.5)
 done_while_busy = sum(f.done() for f in futures)
 # oTree's bots wait for the turn in their wait page's request, holding the lock: the agent goes first
 with session_scope():
     bot_player = wc.Subsession.objects_get(session_id=session_id, round_number=1).get_players()[0]
     started = time.monotonic()
-    agents.wait_for_turn(bot_player, wc.TABLES, "message_1", timeout=10)
+    wait_for_turn(bot_player, wc.TABLES, "message_1", timeout=10)
     bot_waited = time.monotonic() - started
 released = time.monotonic()
 lock2.release()
@@ -163,14 +167,14 @@ def test_freeze_heap_leaves_what_is_loaded_out_of_full_collections():
     collection's pause grows with everything alive, and it stops every page being served)."""
     import gc
 
-    agents.freeze_heap()
+    freeze_heap()
     assert gc.get_freeze_count() > 10_000  # oTree, SQLAlchemy, the project: all loaded here
 
 
 def test_a_turns_answer_counts_from_the_moment_it_is_published():
     """Pages see a turn's answer as soon as the engine has it, not when the engine's loop gets
     round to completing the turn's future (at a round start, behind dozens of other replies)."""
-    engine = agents.AgentEngine()
+    engine = AgentEngine()
     key = "S|WC|0|r1|message_1"
     answer = ("result", {"memory": 1})
     loop_busy = threading.Event()

@@ -20,7 +20,8 @@ setup()
 import otree.session
 from otree.database import engine, session_scope
 from sqlalchemy import event
-from lab import agent_runtime as agents
+from lab.agent_runtime.engine import ENGINE
+from lab.agent_runtime.turns import RUNNING, turn_key
 import game_with_chat as wc, game_without_chat as woc
 
 statements = []
@@ -43,8 +44,8 @@ for n in (4, 24):
             turns = [t for p in subsession.get_players() for t in app.AgentTurn.filter(player=p)]
             result[f"{app.GAME}-{n}"] = dict(
                 statements=count, turns=len(turns), kinds=sorted({t.kind for t in turns}),
-                running=sum(t.status == agents.RUNNING for t in turns),
-                engine=sum(agents.ENGINE.future(agents.turn_key(t.player, app.TABLES, t.kind)) is not None
+                running=sum(t.status == RUNNING for t in turns),
+                engine=sum(ENGINE.future(turn_key(t.player, app.TABLES, t.kind)) is not None
                            for t in turns))
 print("RESULT " + json.dumps(result))
 """

@@ -12,9 +12,9 @@ import sys
 from agents.config import ConfigError
 
 from .config import load_config
-from .runner import (BudgetExceeded, BudgetExhausted, ProviderConfigError, plan_run,
-                     run_simulation)
+from .runner import BudgetExceeded, BudgetExhausted, plan_run, run_simulation
 from .store import FingerprintMismatch
+from .tournament import ProviderConfigError
 
 # Printed as one line (no traceback), exit code 2.
 STOPPING_ERRORS = (BudgetExceeded, BudgetExhausted, ProviderConfigError, ConfigError, FingerprintMismatch)

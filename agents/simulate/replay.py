@@ -32,9 +32,9 @@ from .backend import Backend, agents_backend
 from .cache import CachedModel, ResponseCache, cache_scope, current_cache_scope
 from .config import SimulationConfig
 from .estimate import EstimatingModel, ModelEstimate, Tally, current_tally, price_source
-from .runner import (PROVIDER_FAILURES, BudgetExceeded, BudgetExhausted, Plan, RunResult, _settings_of,
-                     stable_int)
+from .runner import BudgetExceeded, BudgetExhausted, Plan, RunResult, _settings_of
 from .store import RunStore
+from .tournament import PROVIDER_FAILURES, stable_int
 
 # replayed_status: the decision turn's status (ok, reasked, fallback, or "not played");
 # replayed_random: the replayed choice is the random fallback, not the model's; fallback_reasons:
