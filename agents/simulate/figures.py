@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 import protocol  # noqa: E402
 from agents.types import CallStatus  # noqa: E402
 
-from .runner import PROVIDER_FAILURES  # noqa: E402
+from .tournament import PROVIDER_FAILURES  # noqa: E402
 
 
 def read_tables(folder: Path) -> dict[str, pd.DataFrame]:
