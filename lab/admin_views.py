@@ -88,7 +88,7 @@ def _json_response(data, status_code: int = 200) -> Response:
 
 
 class LabIntervene(LabAdminPage):
-    """POST /LabIntervene/{code} (action, participant, text, oTree's csrftoken): one of the
+    """POST /LabIntervene/{code} (action, participant, text, page_index, oTree's csrftoken): one of the
     dashboard's actions (lab/interventions.py), answered in JSON. Behind oTree's admin login:
     without it (OTREE_AUTH_LEVEL set, not logged in) a request does nothing and gets a 401."""
 
@@ -103,8 +103,13 @@ class LabIntervene(LabAdminPage):
     def post(self, request, code):
         form = self.get_post_data()
         try:
+            page_index = int(form["page_index"]) if form.get("page_index") else None
+        except ValueError:
+            return _json_response(dict(error="page_index must be a number"), 400)
+        try:
             done = interventions.carry_out(self.session, form.get("action", ""), who=self._who(),
-                                           participant_code=form.get("participant", ""), text=form.get("text", ""))
+                                           participant_code=form.get("participant", ""), text=form.get("text", ""),
+                                           page_index=page_index)
         except interventions.ActionRefused as refused:
             return _json_response(dict(error=str(refused)), refused.status)
         return _json_response(dict(ok=True, intervention=done))

@@ -83,7 +83,8 @@ def progress(session, now: float, participants: list | None = None, pauses: list
         stage = "not started" if not pp.visited else "finished" if finished else f"{app} r{pp._round_number} {page}"
         stages[stage] += 1
         since = pp._last_page_timestamp
-        on_page = None if since is None or not pp.visited else max(0, now - since - pause.paused_seconds(pauses, since, now))
+        paused = pause.paused_seconds(pauses, since, now) if since is not None else 0
+        on_page = None if since is None or not pp.visited else max(0, now - since - paused)
         tab = ""
         if pp.is_on_wait_page:  # oTree tracks a wait page's websocket: closed tab / hidden tab
             tab = "open" if pp._waitpage_is_connected and not pp._waitpage_tab_hidden else (
@@ -92,7 +93,7 @@ def progress(session, now: float, participants: list | None = None, pauses: list
         on_quiz = app == QUIZ_APP and page == QUIZ_PAGE and not passed and not finished
         rows.append(dict(
             id=pp.id_in_session, code=pp.code, label=pp.label or "", app=app, round=pp._round_number,
-            page=page, seconds_on_page=None if on_page is None else round(on_page),
+            page=page, page_index=pp._index_in_pages, seconds_on_page=None if on_page is None else round(on_page),
             idle=bool(on_page is not None and not finished and not pp.is_on_wait_page and on_page > idle_after),
             on_wait_page=bool(pp.is_on_wait_page), tab=tab, finished=finished, quiz_failed=failed,
             stuck_in_quiz=on_quiz and (failed >= QUIZ_STUCK_FAILED_ATTEMPTS or (on_page or 0) >= QUIZ_STUCK_SECONDS),

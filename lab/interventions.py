@@ -75,8 +75,10 @@ def where(participant) -> dict:
 
 
 # --- the actions --------------------------------------------------------------------------------------
-def carry_out(session, action: str, who: str, participant_code: str = "", text: str = "") -> dict:
-    """Carry out one action; returns its row as a dict. Raises ActionRefused (nothing written)."""
+def carry_out(session, action: str, who: str, participant_code: str = "", text: str = "",
+              page_index: Optional[int] = None) -> dict:
+    """Carry out one action; returns its row as a dict. Raises ActionRefused (nothing written).
+    ``page_index``: advance only a participant still on that page (the one the experimenter saw)."""
     if action not in ACTIONS:
         raise ActionRefused(400, f"unknown action {action!r}")
     if action == "pause":
@@ -85,7 +87,7 @@ def carry_out(session, action: str, who: str, participant_code: str = "", text: 
         return _resume(session, who)
     participant = _participant(session, participant_code)
     if action == "advance":
-        return _advance(session, participant, who)
+        return _advance(session, participant, who, page_index)
     if action == "mark_dropped":
         return _mark_dropped(session, participant, who)
     return _message(session, participant, who, text)
@@ -100,10 +102,13 @@ def _participant(session, code: str):
     return participant
 
 
-def _advance(session, participant, who: str) -> dict:
+def _advance(session, participant, who: str, page_index: Optional[int] = None) -> dict:
     before = where(participant)
     if before["finished"]:
         raise ActionRefused(409, f"participant {participant.code} has finished: nothing to advance")
+    if page_index is not None and page_index != participant._index_in_pages:
+        raise ActionRefused(409, f"participant {participant.code} has moved on (now on {before['app']} round "
+                                 f"{before['round']} {before['page']}): not advanced")
     # oTree's own per-participant advance (its Monitor's): the page is submitted as a timeout
     # (timeout_happened, with oTree's admin secret), the next page is visited (its timer set),
     # and the auto-advance push reloads the participant's open tab.

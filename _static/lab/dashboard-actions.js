@@ -74,7 +74,10 @@
       return;
     }
     if (!window.confirm(QUESTIONS[action](p))) return;
-    post({ action: action, participant: p.code }, what);
+    var fields = { action: action, participant: p.code };
+    // Advance the page the experimenter saw, not one the participant has reached since.
+    if (action === "advance") fields.page_index = p.page_index;
+    post(fields, what);
   }
 
   function button(action, label, p, disabled, title) {
