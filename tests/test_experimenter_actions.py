@@ -20,8 +20,11 @@ import time
 import pytest
 import requests
 
+from lab import interventions
+from lab.data_package import UNDESCRIBED
 from tests.admin_client import ADMIN_PASSWORD, AUTH_ENV, AdminClient
 from tests.browser_participant import PAGE_RE, WAIT_PAGES, Script, answer, launch_browser, leave
+from tests.test_data_package import _resource, _unzip, _validate
 
 HOSTILE = "<script>window.__labPwned = 1</script><b>Please</b> raise your hand & wait"
 MESSAGE_2_SECONDS = 10
@@ -101,7 +104,7 @@ async def page_name(page) -> str:
 
 @pytest.mark.browser
 @pytest.mark.server
-def test_dashboard_actions_reach_the_participants_page_and_are_recorded(lab_server, database_url):
+def test_dashboard_actions_reach_the_participants_page_and_are_recorded(lab_server, database_url, tmp_path):
     server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="1", **AUTH_ENV)
     session = server.create_session("hf_informed_wc_first", 1, **CONFIG)
     code, participant = session["code"], session["participants"][0]["code"]
@@ -230,3 +233,12 @@ def test_dashboard_actions_reach_the_participants_page_and_are_recorded(lab_serv
     assert by_stage[2]["sent_in_time"] == "True" and by_stage[2]["text"] == "after resume"
     decision = [d for d in admin.export("custom_export_decisions", code) if d["player_kind"] == "human"]
     assert decision[0]["timed_out"] == "True" and decision[0]["choice"] in ("A", "B")
+
+    # The session's data package has the table, every column described, valid.
+    response = admin.http.get(f"{base}/LabDataPackage/{code}", timeout=120)
+    assert response.status_code == 200
+    package = _validate(_unzip(response.content, tmp_path / "package") / "datapackage.json")
+    table = _resource(package, f"payment_custom_export_interventions_{code}")
+    assert table["rows"] == 5
+    assert {f["name"] for f in table["schema"]["fields"]} == set(interventions.COLUMNS)
+    assert all(f["description"] != UNDESCRIBED for f in table["schema"]["fields"])

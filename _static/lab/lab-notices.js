@@ -1,9 +1,10 @@
 /* On every participant page (loaded by _templates/otree/Base_UserFacing.html): what the
    experimenter sends from the dashboard (lab/notices.py, lab/interventions.py).
 
-   - A message pops up over the page, as text, until the participant closes it; the close is
-     sent to the server (which records it) and closes it in the participant's other tabs too.
-     A message not yet closed shows again on every page they open.
+   - A message pops up over the page, as text, covering it until the participant closes it (the
+     page's timer runs on); the close is sent to the server (which records it) and closes it in
+     the participant's other tabs too. A message not yet closed shows again on every page they
+     open.
    - While the session is paused, a "paused" notice covers the page, the page's timer stands
      still and the page cannot be submitted; on resume the timer goes on with the time it had
      left (the server moved the deadline by the pause's length), and a wait page asks again.
@@ -29,15 +30,16 @@
   }
 
   // --- messages -----------------------------------------------------------------------------
+  // The messages cover the page (above the "paused" notice) until each is closed.
   var stack = null;
   function messageStack() {
     if (!stack) {
       stack = document.createElement('div');
       stack.id = 'lab-notices';
-      stack.style.cssText = 'position:fixed;top:12%;left:50%;transform:translateX(-50%);z-index:10001;' +
-        'width:min(36rem,92vw);max-height:80vh;overflow:auto';
-      document.body.appendChild(stack);
+      stack.style.cssText = 'position:fixed;inset:0;z-index:10001;background:rgba(0,0,0,.35);display:flex;' +
+        'flex-direction:column;align-items:center;padding-top:10vh;overflow:auto';
     }
+    if (!stack.parentNode) document.body.appendChild(stack);
     return stack;
   }
 
@@ -45,6 +47,7 @@
     if (shown[id] || dismissed[id]) return;
     var box = document.createElement('div');
     box.className = 'lab-notice card shadow mb-2';
+    box.style.cssText = 'width:min(36rem,92vw);flex:none';
     box.setAttribute('role', 'alertdialog');
     box.dataset.noticeId = String(id);
     var body = document.createElement('div');
@@ -73,6 +76,7 @@
   function closeMessage(id) {
     dismissed[id] = true;
     if (shown[id]) { shown[id].remove(); delete shown[id]; }
+    if (stack && !stack.children.length) stack.remove();
   }
 
   function dismiss(id) {
