@@ -4,12 +4,15 @@ server's timeout worker and the agents' turns.
 - A closed tab on a timed page is not submitted by oTree's timeout worker while the session is
   paused, however long past its deadline; on resume the worker submits it when the time it had
   left has run out, not at once.
+- A page first shown during a pause (a submission in flight as it began) gets its whole time
+  from the resume, and the time left that a page shows stands still while paused.
 - An agent's turn whose model call its deadline cut off during the pause is redone on resume
   with the time the deadline left (the model answers then), and the participant reads the
   agent's message, not "did not send a message in time". Both calls are on record.
 """
 
 import json
+import re
 import time
 
 import pytest
@@ -71,6 +74,40 @@ def test_closed_tab_is_held_while_paused_and_submitted_when_its_time_left_runs_o
     assert [r["action"] for r in rows] == ["pause", "resume"]
     moved = json.loads(rows[1]["detail"])
     assert moved["page_deadlines"] == 1 and moved["worker_tasks"] >= 1
+
+
+def time_left(server, participant_code: str) -> tuple[str, float]:
+    """The page the participant is on and the time left its timer shows (oTree's TimeLimit.js)."""
+    response = requests.get(f"{server.base_url}/InitializeParticipant/{participant_code}", timeout=30)
+    found = re.search(r"var remainingTimeoutSeconds = ([0-9.]+);", response.text)
+    return PAGE_RE.search(response.url)["page"], float(found.group(1)) if found else float("nan")
+
+
+@pytest.mark.server
+def test_a_page_first_shown_during_the_pause_gets_its_whole_time_from_the_resume(lab_server, database_url):
+    message_2_seconds = 30
+    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="1", **AUTH_ENV)
+    session = server.create_session("hf_informed_wc_first", 1, rounds_per_game=1, language="en",
+                                    llm_provider="simulated", llm_simulated_latency=0, message_1_seconds=60,
+                                    read_1_seconds=60, message_2_seconds=message_2_seconds)
+    code, participant = session["code"], session["participants"][0]["code"]
+    admin = AdminClient(server.base_url)
+    player = HttpParticipant(server.base_url, participant, on_page=stop_on("Read1"))
+    with pytest.raises(LeftThePage):
+        player.play()
+    assert admin.act(code, "pause").status_code == 200
+    time.sleep(3)
+    player.on_page = stop_on("Message2")  # Read1 submitted during the pause: Message2 is shown now
+    with pytest.raises(LeftThePage):
+        player.play()
+    page, left = time_left(server, participant)
+    assert page == "Message2" and left == pytest.approx(message_2_seconds, abs=0.5)
+    time.sleep(4)
+    assert time_left(server, participant)[1] == pytest.approx(message_2_seconds, abs=0.5), "it ran while paused"
+    assert admin.act(code, "resume").status_code == 200
+    time.sleep(2)
+    page, left = time_left(server, participant)
+    assert page == "Message2" and left == pytest.approx(message_2_seconds - 2, abs=1)
 
 
 @pytest.mark.server
