@@ -12,7 +12,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 
 import protocol
 from lab import game as lab_game
-from lab import agent_pages, exports, i18n, manifest
+from lab import agent_pages, app_registry, exports, i18n, manifest
 from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
@@ -44,6 +44,9 @@ class Player(BasePlayer):
         locals()[f"norm_correct_{_game}"] = models.BooleanField()
     del _game
     payout = models.FloatField()
+
+
+app_registry.register_app(__name__, Player)
 
 
 # FUNCTIONS

@@ -1,6 +1,6 @@
 """Agents in the lab: their turns run beside the humans' pages and never block the server.
 
-Design (README, "Agents in the lab"):
+Design (docs/lab-agents.md):
 - Turns run on a dedicated thread with its own asyncio loop (``AgentEngine``). oTree's event
   loop and its global lock never wait for a model; page hooks only *start* a turn (a
   thread-safe submit) and *settle* a finished one (a dictionary lookup and a few rows).
