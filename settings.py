@@ -31,7 +31,7 @@ if _PRODUCTION:
         sys.exit(
             "Refusing to start in production mode (OTREE_PRODUCTION is set) without "
             + ", ".join(_missing)
-            + " in the environment. See README.md, 'Running a real lab session'."
+            + " in the environment. See docs/running-a-lab.md."
         )
 
 # The lab's language: oTree's own participant pages (the room's "Please wait", form error
@@ -78,7 +78,7 @@ ROOMS = [
         name="lab",
         display_name="Lab (cubicle PCs)",
         participant_label_file="_rooms/lab_cubicles.txt",
-        # Goes straight on when the address carries the cubicle's label (README, Rooms), and
+        # Goes straight on when the address carries the cubicle's label (docs/running-a-lab.md, Rooms), and
         # a label already taken by another browser is refused (lab/rooms.py).
         welcome_page="lab/RoomWelcome.html",
     ),

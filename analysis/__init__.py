@@ -7,9 +7,10 @@
 """
 
 from analysis.annotation import machine_annotate
+from analysis.comparisons import Section
 from analysis.load import Exports, Problem, from_otree_bot_export, load_exports
 from analysis.report import run, write_report
-from analysis.results import Analysis, Section, analyse
+from analysis.results import Analysis, analyse
 
 __all__ = ["Analysis", "Exports", "Problem", "Section", "analyse", "from_otree_bot_export", "load_exports",
            "machine_annotate", "run", "write_report"]

@@ -10,8 +10,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import annotation, stats
+from analysis.comparisons import Section
 from analysis.load import Exports, load_exports
-from analysis.results import Analysis, Section, analyse
+from analysis.results import Analysis, analyse
 
 TEMPLATE_NAME = annotation.TEMPLATE_NAME
 FIGURE_FORMATS = ("png", "svg", "pdf")

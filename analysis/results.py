@@ -7,23 +7,22 @@ Comparisons list the groups in the paper's order; every effect size is group 1 m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 import protocol
 from analysis import annotation, figures, models, stats, tidy
-from analysis.simulation import SIMULATION_TREATMENT, simulation_section
+from analysis.comparisons import (AGENT_TREATMENTS, MANN_WHITNEY_COLUMNS, PAPER_LEADING_GROUPS, PERSONA_ORDER,
+                                  TREATMENT_ORDER, Section, pairwise_mann_whitney, pairwise_proportions)
 from analysis.load import BREACH_CHECKS, MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports, Problem
+from analysis.overview import annotation_section, overview_section
+from analysis.simulation import SIMULATION_TREATMENT, simulation_section
 
-TREATMENT_ORDER = ("H-H", "H-F", "H-C", "H-S")  # the order of the pairs in Tables S2, S3, S5…
-AGENT_TREATMENTS = ("H-F", "H-C", "H-S")
-PERSONA_ORDER = ("fair", "cooperative", "selfish")
 PAPER_GLM_DEGREE = {"informed": 3, "uninformed": 4}  # Fig. 3 cubic, Fig. S19 quartic
 PAPER_REFERENCES = {  # (informed, uninformed)
     "cooperation": ("Fig. 1, Tables S1 and S12", "Fig. S16, Tables S9 and S10"),
@@ -37,18 +36,6 @@ PAPER_REFERENCES = {  # (informed, uninformed)
     "believed_human": ("—", "Fig. S25"),
 }
 NORM_GROUP_LABELS = {0: "0–20 %", 1: "20–40 %", 2: "40–60 %", 3: "60–100 %"}
-
-
-@dataclass
-class Section:
-    key: str
-    title: str
-    reproduces: str
-    label_setting: str = ""
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    # name -> a function drawing the matplotlib Figure; drawn only when the report is written
-    figures: dict[str, Callable[[], Figure]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -70,78 +57,8 @@ class Analysis:
                 "participants": self.participants, "agents": self.agents}
 
 
-# The paper names some comparisons the other way round: "H-C vs. H-H" in Fig. 1's caption,
-# "H-F vs. H-C" in Fig. 4's. W (and d, h) belong to the first group named, so each section
-# orients its pairs as the paper's text does; the earlier a group in the tuple, the more it
-# leads. Sections not listed keep the order of TREATMENT_ORDER (H-H, H-F, H-C, H-S).
-PAPER_LEADING_GROUPS = {
-    "cooperation": ("H-F", "H-C", "H-S"),  # "H-F vs. H-H", "H-C vs. H-H", "H-S vs. H-H"
-    "agreements": ("H-F",),  # "H-F vs. H-H: χ² = 20.3", "H-F vs. H-C"
-    "norms_perceptions": ("H-F",),  # "H-F vs. H-C", "H-F vs. H-H", "H-F vs. H-S"
-    "seven_c": ("H-F",),
-    "norms_cooperation": ("H-H", "H-S"),  # "H-H vs. H-F", "H-S vs. H-F"
-}
-
-
-def oriented_pairs(groups: tuple[str, ...], leading: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    """All pairs of ``groups`` in their order; a pair is flipped when its second group leads."""
-    rank = {g: i for i, g in enumerate(leading)}
-    pairs = []
-    for first, second in stats.ordered_pairs(groups):
-        if second in rank and rank[second] < rank.get(first, len(leading)):
-            first, second = second, first
-        pairs.append((first, second))
-    return pairs
-
-
-# --- Pairwise comparisons --------------------------------------------------------------------
-# Every table has its columns even without rows: an empty CSV is its header, which R's read.csv
-# and pandas read (a bare newline they refuse).
-MANN_WHITNEY_COLUMNS = ["comparison", "n1", "n2", "median1", "median2", "mean1", "mean2", "W", "W_of",
-                        "W_reversed", "z", "p_value", "cohens_d"]
-PROPORTION_COLUMNS = ["comparison", "percentage1", "percentage2", "chi2", "p_value", "cohens_h"]
 SUMMARY_COLUMNS = ["who", "group", "game", "n", "mean", "sd", "median", "ci_low", "ci_high"]
 RATE_COLUMNS = ["dimension", "treatment", "count", "of", "percentage", "ci_low_percentage", "ci_high_percentage"]
-def pairwise_mann_whitney(data: pd.DataFrame, value: str, group: str, groups: tuple[str, ...],
-                          notes: list[str], what: str, leading: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Median, mean, W, z, p and Cohen's d for every pair of groups.
-
-    W is R's W of the first group named in ``comparison`` (``W_of`` repeats which);
-    ``W_reversed`` = n1·n2 − W is R's W with the groups the other way round. z is the normal
-    approximation's (the paper's Figs. S2/S24); p is NaN where R's is (every value equal).
-    """
-    rows = []
-    samples = {g: data.loc[data[group] == g, value].dropna() for g in groups}
-    for first, second in oriented_pairs(groups, leading):
-        x, y = samples[first], samples[second]
-        if x.empty or y.empty:
-            continue
-        test = stats.mann_whitney(x, y)
-        rows.append({"comparison": f"{first} vs. {second}", "n1": len(x), "n2": len(y),
-                     "median1": x.median(), "median2": y.median(), "mean1": x.mean(), "mean2": y.mean(),
-                     "W": test.statistic, "W_of": first, "W_reversed": len(x) * len(y) - test.statistic,
-                     "z": test.z, "p_value": test.p_value, "cohens_d": stats.cohens_d(x, y)})
-    empty = [g for g in groups if samples[g].empty]
-    if empty:
-        notes.append(f"{what}: no data for {', '.join(empty)} — comparisons with it are left out.")
-    return pd.DataFrame(rows, columns=MANN_WHITNEY_COLUMNS)
-
-
-def pairwise_proportions(counts: pd.DataFrame, groups: tuple[str, ...],
-                         leading: tuple[str, ...] = ()) -> pd.DataFrame:
-    """``counts`` indexed by group with ``successes`` and ``trials``: percentages, χ², p, h."""
-    rows = []
-    for first, second in oriented_pairs(groups, leading):
-        if first not in counts.index or second not in counts.index:
-            continue
-        (x1, n1), (x2, n2) = counts.loc[first, ["successes", "trials"]], counts.loc[second, ["successes", "trials"]]
-        if n1 == 0 or n2 == 0:
-            continue
-        test = stats.prop_test((int(x1), int(x2)), (int(n1), int(n2)))
-        rows.append({"comparison": f"{first} vs. {second}", "percentage1": 100 * x1 / n1,
-                     "percentage2": 100 * x2 / n2, "chi2": test.statistic, "p_value": test.p_value,
-                     "cohens_h": stats.cohens_h(x1 / n1, x2 / n2)})
-    return pd.DataFrame(rows, columns=PROPORTION_COLUMNS)
 
 
 def _interval_columns(values: pd.Series) -> dict[str, float]:
@@ -487,87 +404,9 @@ def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Se
     return section
 
 
+
+
 # --- Everything --------------------------------------------------------------------------------
-def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
-    section = Section("overview", "Data", "Table S4 (sessions)")
-    if not decisions.empty:
-        keys = ["session_code", "source", "treatment", "label_setting", "game_order"]
-        people = (decisions.groupby(keys + ["player_kind"])["player_code"].nunique()
-                  .unstack("player_kind", fill_value=0).reindex(columns=["human", "agent"], fill_value=0)
-                  .rename(columns={"human": "participants", "agent": "agents"}))
-        counts = decisions.groupby(keys).agg(decisions=("choice", "size"),
-                                             timed_out=("timed_out", lambda s: int(s.fillna(False).sum())))
-        sessions = people.join(counts).reset_index()
-        demographics = _session_demographics(exports.participants)
-        if not demographics.empty:
-            sessions = sessions.merge(demographics, on="session_code", how="left")
-        section.tables["sessions"] = sessions.sort_values(["source", "label_setting", "treatment", "game_order"],
-                                                          ignore_index=True)
-    else:
-        section.notes.append("No decisions were loaded: most of the report is empty.")
-    section.tables["sample_by_treatment"] = sample_description(exports.participants)
-    section.tables["files"] = exports.files
-    calls = exports.llm_calls
-    if not calls.empty:
-        section.tables["llm_calls"] = calls.groupby(["treatment", "model", "status"]).agg(
-            calls=("status", "size"), input_tokens=("input_tokens", "sum"), output_tokens=("output_tokens", "sum"),
-            cost=("cost", "sum")).reset_index()
-    return section
-
-
-def _session_demographics(participants: pd.DataFrame) -> pd.DataFrame:
-    """Table S4's per-session columns: mean and SD (n − 1) of age, % women among those who answered."""
-    if participants.empty:
-        return pd.DataFrame()
-    people = participants.drop_duplicates(["session_code", "participant_code"])
-    genders = people["gender"].astype(str).str.strip().str.lower()
-    people = people.assign(_age=pd.to_numeric(people["age"], errors="coerce"),
-                           _woman=(genders == "female").where(genders != ""))
-    return people.groupby("session_code").agg(mean_age=("_age", "mean"), sd_age=("_age", "std"),
-                                              percent_women=("_woman", lambda v: 100 * v.dropna().astype(float).mean()
-                                                             if v.notna().any() else np.nan)).reset_index()
-
-
-def sample_description(participants: pd.DataFrame) -> pd.DataFrame:
-    """Table S4's participant columns per label setting and treatment: participants, mean and SD
-    of age (R's sd, n − 1), % women among those who answered the gender question."""
-    columns = ["label_setting", "treatment", "sessions", "participants", "mean_age", "sd_age",
-               "gender_answers", "percent_women"]
-    if participants.empty:
-        return pd.DataFrame(columns=columns)
-    rows = []
-    people = participants.drop_duplicates(["session_code", "participant_code"])
-    for (label_setting, treatment), group in people.groupby(["label_setting", "treatment"]):
-        ages = pd.to_numeric(group["age"], errors="coerce").dropna()
-        genders = group["gender"].astype(str).str.strip().str.lower()
-        answered = genders[genders != ""]
-        rows.append({"label_setting": label_setting, "treatment": treatment,
-                     "sessions": group["session_code"].nunique(), "participants": len(group),
-                     "mean_age": ages.mean() if len(ages) else np.nan,
-                     "sd_age": ages.std() if len(ages) > 1 else np.nan, "gender_answers": len(answered),
-                     "percent_women": 100 * (answered == "female").mean() if len(answered) else np.nan})
-    order = {value: index for index, value in enumerate(protocol.LABEL_SETTINGS + TREATMENT_ORDER)}
-    table = pd.DataFrame(rows, columns=columns)
-    return table.sort_values(["label_setting", "treatment"], key=lambda c: c.map(order).fillna(99),
-                             ignore_index=True)
-
-
-def annotation_section(kappa: pd.DataFrame, resolved: pd.DataFrame, template_path: Path | None) -> Section:
-    section = Section("annotation", "Annotation of the conversations", "SI Note 2")
-    if template_path:
-        section.notes.append(f"Annotation template for the annotators (one row per WC conversation, players "
-                             f"anonymised, opaque item ids in a random order): {template_path}. The key "
-                             f"({Path(template_path).with_name(annotation.KEY_NAME)}) maps items to "
-                             "conversations: keep it, and put it with the filled copies.")
-    if resolved.empty:
-        section.notes.append("No annotations loaded yet.")
-        return section
-    section.tables["inter_annotator_agreement"] = kappa
-    section.tables["label_sources"] = resolved["label_source"].value_counts().rename_axis(
-        "label_source").reset_index(name="conversations")
-    return section
-
-
 def analyse(exports: Exports, *, template_path: Path | None = None,
             glm_degree: dict[str, int] | int | None = None) -> Analysis:
     """Compute every table and figure of the report from loaded exports."""

@@ -15,6 +15,7 @@ import pandas as pd
 
 import protocol
 from analysis import stats
+from analysis.comparisons import MANN_WHITNEY_COLUMNS, PERSONA_ORDER, Section, pairwise_mann_whitney
 
 SIMULATION_TREATMENT = "A-A"
 AGENT_KEYS = ["model", "session_code", "matchup", "repeat", "agent_id"]
@@ -48,8 +49,6 @@ def summarise(rates: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def simulation_section(sides: pd.DataFrame, decisions: pd.DataFrame):
-    from analysis.results import MANN_WHITNEY_COLUMNS, PERSONA_ORDER, Section, pairwise_mann_whitney
-
     section = Section("simulation", "Agent-vs-agent simulations", "SI Note 4 (Fig. S22A and B, Fig. S23)")
     section.notes.append("Agents of the simulation lab (treatment A-A), per model (the config's label) and "
                          "persona. An agent is one agent of one repeat (each repeat starts fresh agents); means "

@@ -160,7 +160,7 @@ async def _wait_for_ready(ws_url: str, timeout: float = 300):
                 return message.get("to")
 
 
-# As a lab runs the server (README, "Running a real lab session"): oTree's production mode, which
+# As a lab runs the server (docs/running-a-lab.md): oTree's production mode, which
 # among other things leaves out the debug panel debug mode renders on every page.
 PRODUCTION = dict(OTREE_PRODUCTION="1", OTREE_AUTH_LEVEL="STUDY", OTREE_ADMIN_PASSWORD="bench-only",
                   OTREE_SECRET_KEY="bench-only", OTREE_REST_KEY="bench-only")

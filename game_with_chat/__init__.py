@@ -10,7 +10,7 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models
 
 import protocol
-from lab import agent_models, agent_pages
+from lab import agent_models, agent_pages, app_registry
 from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.game import is_played, stage_timeout
@@ -71,7 +71,8 @@ class Message(ExtraModel):
 
 
 AgentSeat, AgentTurn, LlmCall = agent_models.define(__name__, Subsession, Player)
-TABLES = agents.GameTables(GAME, Message, AgentSeat, AgentTurn, LlmCall)
+TABLES = agents.GameTables(GAME, Player, Message, AgentSeat, AgentTurn, LlmCall)
+app_registry.register_app(__name__, Player, tables=TABLES)
 
 
 # FUNCTIONS
@@ -153,8 +154,16 @@ def own_message(player: Player, stage: int, messages: list | None = None):
     return None
 
 
+def read_round(player: Player) -> dict:
+    """Both stages' messages as the pages show them (``read_vars``), from one query: the decision
+    page lists them (lab/game.py, ``RoundMessages``)."""
+    messages = round_messages(player)
+    return {stage: read_vars(player, stage, messages) for stage in (1, 2)}
+
+
 # PAGES
-_shared = lab_game.shared_pages(__name__, GAME, choices=C.CHOICES, start_round=start_agent_turns)
+_shared = lab_game.shared_pages(__name__, GAME, choices=C.CHOICES, start_round=start_agent_turns,
+                                read_messages=read_round)
 GameIntro, RoundStart, Decision, Result = _shared.GameIntro, _shared.RoundStart, _shared.Decision, _shared.Result
 
 

@@ -2,9 +2,25 @@ import html
 
 from otree.api import Bot, Submission, expect
 
+import protocol
 from lab import bots
 from lab.game import game_total
-from . import Decision, GameIntro, Message, Message1, Message2, Read1, Read2, Result, received_message
+from . import (TABLES, Decision, GameIntro, Message, Message1, Message2, Read1, Read2, Result, own_message,
+               received_message)
+
+
+def check_decision_page(player, page_html: str) -> None:
+    """The decision page shows the payoff table and this round's messages, both ways, as escaped
+    text (what each side sent in time; a missing one says so)."""
+    for own, other in protocol.PAYOFFS:
+        own_points, other_points = protocol.PAYOFFS[(own, other)]
+        expect(f"{own_points}, {other_points}", "in", page_html)
+    expect('id="round-messages"', "in", page_html)
+    for stage in (1, 2):
+        for row in (own_message(player, stage), received_message(player, stage)):
+            if row is not None and row.sent_in_time:
+                expect(html.escape(row.text), "in", page_html)
+    expect("<script>alert(1)</script>", "not in", page_html)
 
 
 class PlayerBot(Bot):
@@ -24,14 +40,14 @@ class PlayerBot(Bot):
             else:
                 yield page, {f"message_{stage}": text}
             if self.player.associate_kind == "agent":  # past the wait for the associate (a WaitPage)
-                bots.check_agent_turn(self.player, f"message_{stage}")
+                bots.check_agent_turn(self.player, TABLES, f"message_{stage}")
             received = received_message(self.player, stage)
             if received and received.sent_in_time:
                 # Whatever the associate typed is shown as text, never as markup.
                 expect(html.escape(received.text), "in", self.html)
                 expect("<script>alert(1)</script>", "not in", self.html)
             yield read_page
-        bots.check_decision_page(self.player, self.html)
+        check_decision_page(self.player, self.html)
         if bots.times_out_decision(self.player):
             yield Submission(Decision, timeout_happened=True)
             expect(self.player.choice_timed_out, True)
@@ -40,7 +56,7 @@ class PlayerBot(Bot):
             yield Decision, {"choice": bots.scripted_choice(self.player)}
             expect(self.player.choice_timed_out, False)
         if self.player.associate_kind == "agent":
-            bots.check_agent_turn(self.player, "decision")
+            bots.check_agent_turn(self.player, TABLES, "decision")
         yield Result
         expect(self.player.associate_choice, "in", ["A", "B"])
         expect(self.player.payoff, "in", [10, 40, 70, 80])

@@ -1,7 +1,7 @@
 from otree.api import Bot, Submission, expect
 
 from lab import bots
-from . import Decision, GameIntro, Result
+from . import TABLES, Decision, GameIntro, Result
 
 
 class PlayerBot(Bot):
@@ -16,6 +16,6 @@ class PlayerBot(Bot):
         else:
             yield Decision, {"choice": bots.scripted_choice(self.player)}
         if self.player.associate_kind == "agent":
-            bots.check_agent_turn(self.player, "decision")
+            bots.check_agent_turn(self.player, TABLES, "decision")
         yield Result
         expect(self.player.associate_choice, "in", ["A", "B"])

@@ -11,7 +11,7 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models, widgets
 
 import protocol
-from lab import manifest, request_guard, rooms, session_creation, session_settings
+from lab import app_registry, manifest, request_guard, rooms, session_creation, session_settings
 from lab.pages import TranslatedTimer, texts_for
 from lab.payoff_table import payoff_table_vars
 
@@ -73,6 +73,9 @@ class SessionManifest(ExtraModel):
     subsession = models.Link(Subsession)
     session_code = models.StringField()
     record = models.LongStringField()  # JSON
+
+
+app_registry.register_app(__name__, Player, session_manifest=SessionManifest)
 
 
 QUIZ_FIELDS = ["quiz_AA", "quiz_AB", "quiz_BA", "quiz_BB", "quiz_same_associate"]

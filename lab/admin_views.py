@@ -27,13 +27,9 @@ from otree.views.cbv import AdminSessionPage
 from starlette.responses import Response
 
 from lab import dashboard, interventions, replay
+from lab.page_json import safe_json
 
 DASHBOARD_REFRESH_SECONDS = 3
-
-
-def safe_json(data) -> str:
-    """JSON for a <script type="application/json"> block: no "</script>" can close it."""
-    return json.dumps(data, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _nav(session, current: str) -> str:

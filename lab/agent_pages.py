@@ -35,10 +35,11 @@ from otree.models_concrete import CompletedGroupWaitPage
 import protocol
 from agents.types import TurnKind, TurnStatus
 from lab import agent_runtime as agents
+from lab import app_registry
 from lab import game as lab_game
 from lab import model_probe, pause
 from lab.pages import texts_for
-from lab.session_settings import GAME_APPS, params, params_of
+from lab.session_settings import params, params_of
 
 # An agent must never say it is a machine (SI Note 5); these betray it in either language.
 AI_REVEAL = re.compile(
@@ -205,14 +206,11 @@ LLM_CALL_COLUMNS = [
 
 def llm_call_rows(players):
     """One row per model call of the sessions of ``players`` (docs/DATA.md 'llm_calls')."""
-    from otree.common import get_models_module
-
     yield LLM_CALL_COLUMNS
     sessions = {player.session.code: player.session for player in players}
     for code, session in sessions.items():
-        for game, app in GAME_APPS.items():
-            module = get_models_module(app)
-            for call in module.LlmCall.objects_filter(session_code=code).order_by("id"):
+        for game, tables in app_registry.all_game_tables().items():
+            for call in tables.LlmCall.objects_filter(session_code=code).order_by("id"):
                 values = [getattr(call, column) for column in LLM_CALL_COLUMNS[8:]]
                 values[-1] = lab_game.csv_bool(values[-1])
                 yield [*lab_game.session_keys(session), game, call.player.participant.code, *values]

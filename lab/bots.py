@@ -44,13 +44,11 @@ def plays_round(player) -> bool:
     return player.round_number <= params(player.session).rounds_per_game
 
 
-def check_agent_turn(player, kind: str) -> None:
-    """Past the wait for an agent associate: its turn is settled and on the record."""
-    from otree.common import get_models_module
-
+def check_agent_turn(player, tables, kind: str) -> None:
+    """Past the wait for an agent associate: its turn is settled and on the record. ``tables``:
+    the game app's ``GameTables``."""
     from lab.agent_runtime import FINAL_STATUSES
 
-    tables = get_models_module(type(player).__module__.split(".")[0]).TABLES
     # Read afresh: a bot's checks share one database session across the pages it submits, so
     # the pages' per-request memo (agent_runtime.find_turn) would answer from an earlier page.
     turns = tables.AgentTurn.filter(player=player, kind=kind)
@@ -58,21 +56,3 @@ def check_agent_turn(player, kind: str) -> None:
     expect(turn is not None and turn.status in FINAL_STATUSES, True)
     if kind == "decision":
         expect(turn.choice, "in", protocol.CHOICES)
-
-
-def check_decision_page(player, page_html: str) -> None:
-    """The chat game's decision page shows the payoff table and this round's messages, both
-    ways, as escaped text (what each side sent in time; a missing one says so)."""
-    import html
-
-    from game_with_chat import own_message, received_message
-
-    for own, other in protocol.PAYOFFS:
-        own_points, other_points = protocol.PAYOFFS[(own, other)]
-        expect(f"{own_points}, {other_points}", "in", page_html)
-    expect('id="round-messages"', "in", page_html)
-    for stage in (1, 2):
-        for row in (own_message(player, stage), received_message(player, stage)):
-            if row is not None and row.sent_in_time:
-                expect(html.escape(row.text), "in", page_html)
-    expect("<script>alert(1)</script>", "not in", page_html)

@@ -26,9 +26,9 @@ from collections import Counter, defaultdict
 
 import protocol
 from agents.types import CallStatus, TurnStatus
-from lab import interventions, pause
+from lab import app_registry, interventions, pause
 from lab.proposals import proposed_choice
-from lab.session_settings import GAME_APPS, params
+from lab.session_settings import params
 
 # Past the longest stage limit plus this margin, a participant on a page counts as idle.
 IDLE_MARGIN_SECONDS = 15
@@ -37,6 +37,7 @@ ROUND_START_PAGE = "RoundStart"
 # rules again, the wrong answers marked) or this long on it (the page holds the whole payoff
 # table and five questions: a few minutes to read and answer).
 QUIZ_APP, QUIZ_PAGE = "instructions", "Quiz"
+PAYMENT_APP = "payment"
 QUIZ_STUCK_FAILED_ATTEMPTS = 3
 QUIZ_STUCK_SECONDS = 300
 ANSWERED = CallStatus.OK.value  # a model call whose reply came back and was read
@@ -57,12 +58,6 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def _rate(numerator: int, denominator: int) -> float | None:
     return None if not denominator else round(numerator / denominator, 4)
-
-
-def _game_tables(app: str):
-    from otree.common import get_models_module
-
-    return get_models_module(app)
 
 
 def progress(session, now: float, participants: list | None = None, pauses: list | None = None) -> dict:
@@ -199,13 +194,12 @@ def page_times(session, participant_code: str | None = None) -> dict[str, list[d
     return result
 
 
-def _columns(module, session, Model, *columns):
-    """Only the named columns of a game's rows of this session (no ORM objects: the dashboard is
+def _columns(Player, session, Model, *columns):
+    """Only the named columns of an app's rows of this session (no ORM objects: the dashboard is
     polled every few seconds under oTree's global lock, so it reads what it shows, nothing more).
-    ``Model`` is the app's Player or a table linked to it; Player.round_number comes first."""
+    ``Model`` is the app's ``Player`` or a table linked to it; Player.round_number comes first."""
     from otree.database import dbq
 
-    Player = module.Player
     query = dbq(Model)
     if Model is not Player:
         query = query.join(Player, Model.player_id == Player.id)
@@ -252,9 +246,8 @@ def experiment(session, codes: dict | None = None) -> dict:
     games = {}
     points: Counter = Counter()
     for game in protocol.GAME_ORDERS[p.game_order]:
-        module = _game_tables(GAME_APPS[game])
-        Player = module.Player
-        with_chat = getattr(module, "Message", None) is not None
+        tables = app_registry.game_tables(game)
+        Player = tables.Player
         rounds = range(1, p.rounds_per_game + 1)
         human = {r: [0, 0] for r in rounds}  # cooperations, decisions
         agent = {r: [0, 0] for r in rounds}
@@ -262,7 +255,7 @@ def experiment(session, codes: dict | None = None) -> dict:
         unsent = {r: [0, 0] for r in rounds}  # humans' messages not sent in time, humans' messages
         choices_by_pair: dict[tuple, dict] = defaultdict(dict)  # (round, pair) -> {side: choice}
         for r, choice, choice_timed_out, participant_id, associate_code, associate_choice, payoff in _columns(
-                module, session, Player, Player.choice, Player.choice_timed_out, Player.participant_id,
+                Player, session, Player, Player.choice, Player.choice_timed_out, Player.participant_id,
                 Player.associate_code, Player.associate_choice, _payoff_text(Player)):
             if r not in human or not choice:
                 continue
@@ -279,8 +272,8 @@ def experiment(session, codes: dict | None = None) -> dict:
         if p.with_agents:
             from lab import agent_runtime
 
-            Turn = module.AgentTurn
-            for r, kind, status, choice, reason in _columns(module, session, Turn, Turn.kind, Turn.status,
+            Turn = tables.AgentTurn
+            for r, kind, status, choice, reason in _columns(Player, session, Turn, Turn.kind, Turn.status,
                                                             Turn.choice, Turn.fallback_reason):
                 if r not in agent or status == agent_runtime.RUNNING:
                     continue
@@ -292,8 +285,8 @@ def experiment(session, codes: dict | None = None) -> dict:
                     agent[r][1] += 1
         agreements = {r: [0, 0] for r in rounds}  # agreements, pair-rounds decided
         breaches = {r: [0, 0] for r in rounds}  # breaches, agreements
-        if with_chat:
-            latest = _latest_proposals(module, session, unsent)
+        if tables.with_chat:
+            latest = _latest_proposals(tables, session, unsent)
             for (r, pair), choices in choices_by_pair.items():
                 agreements[r][1] += 1
                 proposals = latest.get((r, pair), {})
@@ -311,13 +304,13 @@ def experiment(session, codes: dict | None = None) -> dict:
             decisions=[human[r][1] for r in rounds],
             human_cooperation=rate_series(human, reached),
             agent_cooperation=rate_series(agent, reached) if p.with_agents else None,
-            agreement=rate_series(agreements, reached) if with_chat else None,
-            breach=rate_series(breaches, reached) if with_chat else None,
+            agreement=rate_series(agreements, reached) if tables.with_chat else None,
+            breach=rate_series(breaches, reached) if tables.with_chat else None,
             agreements_total=sum(a[0] for a in agreements.values()),
             breaches_total=sum(b[0] for b in breaches.values()),
             pairs_total=sum(a[1] for a in agreements.values()),
             humans_timed_out=count_series(timed_out, reached),
-            humans_unsent_messages=count_series(unsent, reached) if with_chat else None,
+            humans_unsent_messages=count_series(unsent, reached) if tables.with_chat else None,
             agent_fallbacks={reason: count_series(counts, reached) for reason, counts in sorted(fallbacks.items())}
             if p.with_agents else None,
         )
@@ -336,12 +329,12 @@ def _pair_key(a: str, b: str) -> str:
     return "|".join(sorted([a or "", b or ""]))
 
 
-def _latest_proposals(module, session, unsent: dict) -> dict:
+def _latest_proposals(tables, session, unsent: dict) -> dict:
     """(round, pair) -> {sender: the choice proposed by the sender's latest message sent in time
     that names one} (lab/proposals.py); counts humans' messages not sent in time into ``unsent``."""
-    Message = module.Message
+    Message = tables.Message
     latest: dict[tuple, dict] = defaultdict(dict)
-    rows = _columns(module, session, Message, Message.stage, Message.sent_in_time, Message.text,
+    rows = _columns(tables.Player, session, Message, Message.stage, Message.sent_in_time, Message.text,
                     Message.sender_code, Message.sender_kind, Message.receiver_code)
     for r, stage, sent_in_time, text, sender, sender_kind, receiver in sorted(rows, key=lambda row: (row[0], row[1])):
         if r not in unsent:
@@ -357,10 +350,10 @@ def _latest_proposals(module, session, unsent: dict) -> dict:
 
 def quiz_attempts(session) -> dict[int, tuple[int, bool]]:
     """participant id -> (failed quiz attempts, passed) from the instructions app's rows."""
-    Player = _game_tables(QUIZ_APP).Player
+    Player = app_registry.player_model(QUIZ_APP)
     found = {}
     for _, participant_id, attempts, passed_at in _columns(
-            _game_tables(QUIZ_APP), session, Player, Player.participant_id, Player.quiz_attempts,
+            Player, session, Player, Player.participant_id, Player.quiz_attempts,
             Player.quiz_passed_at):
         passed = passed_at is not None
         found[participant_id] = (int(attempts or 0) - passed, passed)
@@ -377,8 +370,8 @@ def earnings(session, points: Counter, participants: list) -> dict:
     money = [p.participation_fee + x * p.currency_per_point for x in own_points]
     so_far = len(present) * p.participation_fee + sum(own_points) * p.currency_per_point
     bonuses = len(present) * len(protocol.GAMES) * p.norm_bonus
-    Payment = _game_tables("payment").Player
-    settled = [payout for _, payout in _columns(_game_tables("payment"), session, Payment, Payment.payout)
+    Payment = app_registry.player_model(PAYMENT_APP)
+    settled = [payout for _, payout in _columns(Payment, session, Payment, Payment.payout)
                if payout is not None]
 
     def spread(values, digits):
@@ -407,9 +400,8 @@ def agents_health(session) -> dict | None:
     latencies, statuses, reasons = [], Counter(), Counter()
     calls = 0
     spent = 0.0  # the same sum as agent_runtime.session_spent, from the columns only
-    for app in GAME_APPS.values():
-        module = _game_tables(app)
-        Call, Turn = module.LlmCall, module.AgentTurn
+    for tables in app_registry.all_game_tables().values():
+        Call, Turn = tables.LlmCall, tables.AgentTurn
         for status, sent, done, cost in dbq(Call).filter(Call.session_code == session.code).with_entities(
                 Call.status, Call.time_sent, Call.time_done, Call.cost):
             calls += 1
@@ -419,7 +411,7 @@ def agents_health(session) -> dict | None:
             # refused connection at once) says nothing about how fast the model answers.
             if status == ANSWERED and done is not None and sent is not None:
                 latencies.append(done - sent)
-        for _, status, reason in _columns(module, session, Turn, Turn.status, Turn.fallback_reason):
+        for _, status, reason in _columns(tables.Player, session, Turn, Turn.status, Turn.fallback_reason):
             if status == FALLBACK:
                 reasons[reason or "unknown"] += 1
     limit = agents.budget_limit(session)

@@ -7,6 +7,8 @@ place on oTree's Data page; each takes that app's players (one per participant).
 from __future__ import annotations
 
 import protocol
+from lab import app_registry
+from lab import data_dictionary as dd
 from lab import game as lab_game
 from lab.session_settings import GAME_APPS
 
@@ -18,10 +20,8 @@ MESSAGE_COLUMNS = [
 
 
 def _questionnaire_columns() -> list:
-    from questionnaire import NORM_FIELDS, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS
-
-    return (NORM_FIELDS + PERCEPTION_FIELDS + SEVEN_C_FIELDS + ["believed_human", "llm_familiarity"]
-            + SVO_FIELDS + ["svo_angle", "svo_category", "age", "gender", "major"])
+    """The questionnaire's fields, in the data dictionary's order (a test holds them to the app's)."""
+    return list(dd.QUESTIONNAIRE)
 
 
 def participant_columns() -> list:
@@ -58,22 +58,18 @@ def participants_rows(players):
 
 def decisions_rows(players):
     """One row per decision of a human or an agent, both games (docs/DATA.md 'decisions')."""
-    from otree.common import get_models_module
-
     from lab.agent_pages import decision_rows
 
     yield lab_game.DECISION_COLUMNS
     for player in players:
-        for app in GAME_APPS.values():
-            tables = get_models_module(app).TABLES
-            for game_player in lab_game.players_of(player.participant, app):
+        for game, tables in app_registry.all_game_tables().items():
+            for game_player in lab_game.players_of(player.participant, GAME_APPS[game]):
                 yield from decision_rows(game_player, tables)
 
 
 def messages_rows(players):
     """One row per chat message of the game with chat (docs/DATA.md 'messages')."""
-    from game_with_chat import Message
-
+    Message = app_registry.game_tables("WC").Message
     yield MESSAGE_COLUMNS
     for player in players:
         for game_player in lab_game.players_of(player.participant, GAME_APPS["WC"]):

@@ -6,7 +6,6 @@ fields) so that each app stays a short list of fields and pages.
 
 from __future__ import annotations
 
-import importlib
 import random
 import time
 
@@ -16,9 +15,10 @@ from otree.api import Page, WaitPage
 
 import protocol
 from lab import baked_lookups, channels, matching, static_urls, timeout_worker  # noqa: F401  (patches at import)
+from lab import app_registry
 from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
-from lab.session_settings import GAME_APPS, forget_session_id, params, params_of
+from lab.session_settings import forget_session_id, params, params_of
 from lab.wait_for_all import MovesEveryoneOn
 
 
@@ -149,15 +149,13 @@ def stage_timeout(player, stage: str) -> float:
 
 
 def round_vars(player, game: str) -> dict:
-    """Template variables of the in-round pages: header, texts, and what the decision page
-    shows besides the choice (the payoff table and this round's messages)."""
+    """Template variables of the in-round pages: header, texts, and the payoff table."""
     p = params_of(player)
     t = texts_for(player)
     return dict(
         t=t,
         round_label=t["common_round_of"].format(round=player.round_number, rounds=p.rounds_per_game),
         game_label=t["common_game_of"].format(game_index=p.game_index(game)),
-        round_messages=RoundMessages(player, game),
         **payoff_table_vars(t),
     )
 
@@ -165,29 +163,24 @@ def round_vars(player, game: str) -> dict:
 class RoundMessages:
     """This round's messages, both ways and both stages, as the participant saw them (WC only).
 
-    Read from the database only when a template iterates it (the decision page), so the other
-    pages that share round_vars pay nothing. Each item: stage, title, own_text, associate_text
-    (None when not sent in time); templates show them as escaped text.
+    Read from the database only when the decision page's template iterates it, through the chat
+    app's ``read_messages(player) -> {stage: {own_text, associate_text}}`` (the chat app knows who
+    the associate is, human or agent, and where each message is). Each item: stage, title,
+    own_text, associate_text (None when not sent in time); templates show them as escaped text.
     """
 
-    def __init__(self, player, game: str):
-        self.player, self.game = player, game
+    def __init__(self, player, read_messages=None):
+        self.player, self.read_messages = player, read_messages
 
     def __iter__(self):
-        if self.game != "WC":
+        if self.read_messages is None:
             return iter(())
-        # The chat app knows who the associate is (human or agent) and where each message is.
-        chat_app = importlib.import_module(GAME_APPS["WC"])
         t = texts_for(self.player)
-        messages = chat_app.round_messages(self.player)  # both stages in one query
-        return iter([
-            dict(stage=stage, title=t["game_message_title"].format(stage=stage),
-                 **chat_app.read_vars(self.player, stage, messages))
-            for stage in (1, 2)
-        ])
+        return iter([dict(stage=stage, title=t["game_message_title"].format(stage=stage), **texts)
+                     for stage, texts in self.read_messages(self.player).items()])
 
     def __repr__(self):  # oTree's debug panel lists template variables with repr
-        return f"RoundMessages(round {self.player.round_number}, {self.game})"
+        return f"RoundMessages(round {self.player.round_number})"
 
 
 def intro_vars(player, game: str) -> dict:
@@ -244,9 +237,7 @@ def session_keys(session) -> list:
 
 def players_of(participant, app_name: str) -> list:
     """A participant's player rows in another app, by round."""
-    from otree.common import get_models_module
-
-    Player = get_models_module(app_name).Player
+    Player = app_registry.player_model(app_name)
     return list(Player.objects_filter(participant=participant).order_by("round_number"))
 
 
@@ -258,9 +249,10 @@ def _page_of(app_module: str, name: str, page_class):
     return page_class
 
 
-def shared_pages(app_module: str, game: str, *, choices, start_round) -> SimpleNamespace:
+def shared_pages(app_module: str, game: str, *, choices, start_round, read_messages=None) -> SimpleNamespace:
     """GameIntro, RoundStart, Decision and Result of a game app. ``start_round(subsession)``
-    runs when everyone has reached the round's start (it starts the agents' turns)."""
+    runs when everyone has reached the round's start (it starts the agents' turns); the chat
+    app's ``read_messages`` gives the decision page this round's messages (``RoundMessages``)."""
     # The game without chat meets the round's new associate on the decision page.
     decision_shows_new_associate = game == "WoC"
 
@@ -304,6 +296,7 @@ def shared_pages(app_module: str, game: str, *, choices, start_round) -> SimpleN
         def vars_for_template(player):
             variables = round_vars(player, game)
             variables["choices"] = choices
+            variables["round_messages"] = RoundMessages(player, read_messages)
             if decision_shows_new_associate:
                 variables["show_new_associate"] = True
             return variables

@@ -8,10 +8,11 @@
   by=who)``, the online sessions' dropout handling (the stand-in takes over).
 - ``message``: a text that pops up on the participant's page until they dismiss it
   (lab/notices.py); the dismissal is recorded on the message's row (``dismissed_at``).
-- ``pause`` / ``resume``: the session (lab/pause.py).
+- ``pause`` / ``resume``: the session (lab/pause.py: pages' deadlines; the agents' turns:
+  lab/agent_runtime/pausing.py).
 
 Each action carried out is one row of the ``interventions`` table (an ExtraModel of the payment
-app, handed in with ``register_table``: lab/ imports no app), exported as the payment app's
+app, registered with lab/app_registry.py: lab/ imports no app), exported as the payment app's
 custom export ``interventions`` (docs/DATA.md). The admin page that calls these
 (lab/admin_views.py ``LabIntervene``) needs oTree's admin login.
 """
@@ -23,16 +24,14 @@ import json
 import time
 from typing import Optional
 
-from lab import notices, pause
+from lab import app_registry, notices, pause
+from lab.agent_runtime.pausing import postpone_running_turns
 from lab.text import clean_text
 
 ACTIONS = ("advance", "mark_dropped", "message", "pause", "resume")
-PARTICIPANT_ACTIONS = ("advance", "mark_dropped", "message")
 COLUMNS = ["session_code", "at", "who", "action", "participant_code", "detail", "dismissed_at"]
 MESSAGE_MAX_CHARS = 1000
 DROPOUTS_MODULE = "lab.online.dropouts"
-
-_table = None
 
 
 class ActionRefused(Exception):
@@ -43,16 +42,9 @@ class ActionRefused(Exception):
         self.status = status
 
 
-def register_table(model) -> None:
-    """The app's ExtraModel with the columns of ``COLUMNS`` (payment/__init__.py)."""
-    global _table
-    _table = model
-
-
 def table():
-    if _table is None:
-        raise RuntimeError("no interventions table: the payment app registers it (lab.interventions.register_table)")
-    return _table
+    """The ExtraModel with the columns of ``COLUMNS`` (the payment app's, lab/app_registry.py)."""
+    return app_registry.interventions_model()
 
 
 def record(session_code: str, who: str, action: str, participant_code: str = "", detail: Optional[dict] = None,
@@ -148,30 +140,6 @@ def _message(session, participant, who: str, text: str) -> dict:
     return _as_dict(row)
 
 
-def dismiss(participant_code: str, message_id) -> bool:
-    """The participant closed the message's pop-up: its row gets ``dismissed_at`` (the first time),
-    and it leaves their pages (every open tab is told)."""
-    from otree.models import Participant
-
-    try:
-        message_id = int(message_id)
-    except (TypeError, ValueError):
-        return False
-    participant = Participant.objects_filter(code=participant_code).first()
-    if participant is None:
-        return False
-    row = table().objects_filter(id=message_id, participant_code=participant_code, action="message").first()
-    if row is None:
-        return False
-    if row.dismissed_at is None:
-        row.dismissed_at = time.time()
-    pending = notices.pending_messages(participant)
-    if any(m["id"] == message_id for m in pending):
-        notices.set_pending_messages(participant, [m for m in pending if m["id"] != message_id])
-    notices.push(notices.participant_group(participant_code), dict(lab_notice="dismissed", id=message_id))
-    return True
-
-
 def _pause(session, who: str) -> dict:
     now = time.time()
     if not pause.pause(session, now):
@@ -186,6 +154,7 @@ def _resume(session, who: str) -> dict:
     moved = pause.resume(session, now)
     if moved is None:
         raise ActionRefused(409, f"session {session.code} is not paused")
+    moved.update(postpone_running_turns(session, moved["paused_at"], now))
     row = record(session.code, who, "resume", "", moved, at=now)
     notices.push(notices.session_group(session.code), dict(lab_notice="resume", seconds=moved["seconds"]), now=now)
     return _as_dict(row)

@@ -2,12 +2,13 @@
 
 The record is frozen when the session is created: the first app's ``creating_session``
 (``instructions``, first in every session config) calls ``freeze``, which writes
-``creation_record(session)`` once into its own table (``instructions.SessionManifest``). An
-export shows that record and never recomputes it; what today's code and environment would say
-instead is shown beside it (``differs_at_export``), so a prompt edited or a package upgraded
-after the session cannot rewrite the session's history. Why a table and not ``session.vars``:
-the session row (vars included) is read on every page request, and vars are rewritten by other
-code (the model check); a row that is only ever inserted is read only by exports.
+``creation_record(session)`` once into the table that app registers (``SessionManifest``,
+lab/app_registry.py). An export shows that record and never recomputes it; what today's code
+and environment would say instead is shown beside it (``differs_at_export``), so a prompt
+edited or a package upgraded after the session cannot rewrite the session's history. Why a
+table and not ``session.vars``: the session row (vars included) is read on every page request,
+and vars are rewritten by other code (the model check); a row that is only ever inserted is
+read only by exports.
 
 Sessions created before the freeze existed have no record: their manifest is computed at export
 and says so (``provenance``).
@@ -28,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 
 import protocol
+from lab import app_registry
 
 MANIFEST_COLUMNS = ["session_code", "key", "value", "value_at_export"]
 # 2: the record is frozen at session creation (provenance, differs_at_export, value_at_export).
@@ -157,16 +159,10 @@ def creation_record(session) -> dict:
     return _json(redact(record, secret_values(config)))
 
 
-def _manifest_model():
-    from instructions import SessionManifest
-
-    return SessionManifest
-
-
 def freeze(subsession) -> None:
     """creating_session of the first app: store the session's record, once."""
     session = subsession.session
-    Model = _manifest_model()
+    Model = app_registry.session_manifest_model()
     if Model.objects_filter(session_code=session.code).first() is not None:
         return
     record = dict(creation_record(session), created_at=time.time())
@@ -174,7 +170,7 @@ def freeze(subsession) -> None:
 
 
 def frozen_record(session) -> dict | None:
-    row = _manifest_model().objects_filter(session_code=session.code).first()
+    row = app_registry.session_manifest_model().objects_filter(session_code=session.code).first()
     return json.loads(row.record) if row is not None else None
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import random
 
-from lab.session_settings import SessionConfigError
 
-
-class MatchingError(SessionConfigError):
-    pass
+class MatchingError(ValueError):
+    """No perfect-stranger matching exists for these numbers (session_settings.validate refuses
+    such a session with this message)."""
 
 
 def check_perfect_stranger_possible(num_participants: int, rounds: int) -> None:

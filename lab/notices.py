@@ -12,7 +12,8 @@ overlay (_static/lab/lab-notices.js draws both, as text).
   rendered. So connecting reads no database and waits for no lock (a round start connects
   every page at once).
 - The participant dismisses a message on the same socket; the dismissal is written under
-  oTree's global lock, as a page request's writes are (lab/interventions.py records it).
+  oTree's global lock, as a page request's writes are, on the message's row of the
+  interventions table (``dismissed_at``, lab/interventions.py).
 
 Pending messages live in ``participant.vars["lab_notices"]`` (what the pages show; the
 interventions table is the record). Nothing here is rendered as HTML.
@@ -24,8 +25,9 @@ import threading
 import time
 from urllib.parse import urlencode
 
-from lab import i18n, pause
+from lab import app_registry, i18n, pause
 from lab.committed import after_commit
+from lab.page_json import safe_json
 
 PENDING_KEY = "lab_notices"
 SOCKET_PATH = "/lab_notices"
@@ -68,7 +70,6 @@ def page_state(participant, language: str, now: float | None = None) -> dict:
 
 def page_state_json(view) -> str:
     """For the base template: the page's state as JSON that no text can break out of."""
-    from lab.admin_views import safe_json
     from lab.session_settings import params_of
 
     return safe_json(page_state(view.participant, params_of(view.player).language))
@@ -104,6 +105,31 @@ def pushed_since(groups: list[str], since: float) -> list[dict]:
     with _recent_lock:
         entries = [entry for group in groups for entry in _recent.get(group, ()) if entry[0] > since]
     return [payload for _, payload in sorted(entries, key=lambda entry: entry[0])]
+
+
+def dismiss(participant_code: str, message_id) -> bool:
+    """The participant closed the message's pop-up: its row of the interventions table gets
+    ``dismissed_at`` (the first time), and it leaves their pages (every open tab is told)."""
+    from otree.models import Participant
+
+    try:
+        message_id = int(message_id)
+    except (TypeError, ValueError):
+        return False
+    participant = Participant.objects_filter(code=participant_code).first()
+    if participant is None:
+        return False
+    row = app_registry.interventions_model().objects_filter(
+        id=message_id, participant_code=participant_code, action="message").first()
+    if row is None:
+        return False
+    if row.dismissed_at is None:
+        row.dismissed_at = time.time()
+    pending = pending_messages(participant)
+    if any(m["id"] == message_id for m in pending):
+        set_pending_messages(participant, [m for m in pending if m["id"] != message_id])
+    push(participant_group(participant_code), dict(lab_notice="dismissed", id=message_id))
+    return True
 
 
 # --- the page's socket ------------------------------------------------------------------------------
@@ -151,11 +177,9 @@ def _consumer_class():
         async def on_receive(self, websocket, data) -> None:
             if not isinstance(data, dict) or "dismiss" not in data:
                 return
-            from lab import interventions
-
             async with self.lock:  # oTree's global lock, as every page request's writes
                 with session_scope():
-                    interventions.dismiss(self.cleaned_kwargs["participant_code"], data["dismiss"])
+                    dismiss(self.cleaned_kwargs["participant_code"], data["dismiss"])
 
     return LabNotices
 

@@ -17,7 +17,8 @@ How deadlines are kept, and what a pause does to each:
 - Agent turns' deadlines (``AgentTurn.deadline_at``) move by the same length (a turn started
   during the pause: by the time since it started); a turn whose model call was cut off by its
   deadline during the pause, or is still in flight, is redone with the time its new deadline
-  leaves (lab/agent_runtime/pausing.py); an answer that came in during the pause is kept.
+  leaves; an answer that came in during the pause is kept (lab/agent_runtime/pausing.py, which
+  lab/interventions.py calls on resume beside ``resume``).
 - The dashboard's time on a page leaves pauses out (lab/dashboard.py).
 
 The state is ``session.vars["lab_paused_at"]`` (the database is the record, which the timeout
@@ -109,9 +110,8 @@ def resume(session, now: Optional[float] = None) -> Optional[dict]:
 
 
 def shift_deadlines(session, paused_at: float, now: float) -> dict:
-    """Every deadline of the session later by the pause's length (see the module's docstring)."""
-    from lab.agent_runtime.pausing import postpone_running_turns
-
+    """Every page deadline of the session later by the pause's length (see the module's
+    docstring; the agents' turns: lab/agent_runtime/pausing.py, called beside this)."""
     seconds = now - paused_at
     participants = list(session.pp_set)
     shifted = 0
@@ -120,8 +120,7 @@ def shift_deadlines(session, paused_at: float, now: float) -> dict:
             pp._timeout_expiration_time += seconds
             shifted += 1
     tasks = reschedule_worker_tasks(participants, seconds)
-    turns = postpone_running_turns(session, paused_at, now)
-    return dict(page_deadlines=shifted, worker_tasks=tasks, **turns)
+    return dict(page_deadlines=shifted, worker_tasks=tasks)
 
 
 def reschedule_worker_tasks(participants: list, seconds: float) -> int:

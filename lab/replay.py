@@ -11,17 +11,11 @@ import json
 
 import protocol
 from agents.types import TurnStatus
-from lab import dashboard
+from lab import app_registry, dashboard
 from lab.session_settings import GAME_APPS, params
 
 
 FALLBACK = TurnStatus.FALLBACK.value
-
-
-def _module(game: str):
-    from otree.common import get_models_module
-
-    return get_models_module(GAME_APPS[game])
 
 
 def _message_dict(message, late_at) -> dict:
@@ -66,15 +60,14 @@ def _call_dict(call) -> dict:
     )
 
 
-def _seats(module, session) -> dict[str, str]:
+def _seats(tables, session) -> dict[str, str]:
     """agent id -> persona, for a game."""
-    seats = {}
-    for seat in module.AgentSeat.objects_filter().join(module.Subsession).filter(module.Subsession.session == session):
-        seats[seat.agent_id] = seat.persona
-    return seats
+    Seat = tables.AgentSeat
+    return {seat.agent_id: seat.persona
+            for seat in Seat.objects_filter().filter(Seat.subsession.has(session_id=session.id))}
 
 
-def _round(module, game: str, player, seats: dict, page_done: dict) -> dict:
+def _round(tables, game: str, player, seats: dict, page_done: dict) -> dict:
     """One round of one human participant: associate, messages both ways in the order they were
     sent, decisions (flagged when a choice was random), payoffs, and for an agent associate its
     turns and model calls."""
@@ -85,12 +78,12 @@ def _round(module, game: str, player, seats: dict, page_done: dict) -> dict:
     if player.associate_kind == "agent":
         turns = [dict(kind=t.kind, status=t.status, text=t.text or "", choice=t.choice or "",
                       fallback_reason=t.fallback_reason or "", started_at=t.started_at, finished_at=t.finished_at)
-                 for t in sorted(module.AgentTurn.filter(player=player), key=lambda t: t.started_at or 0)]
-        calls = [_call_dict(c) for c in sorted(module.LlmCall.filter(player=player), key=lambda c: c.time_sent or 0)]
-    if getattr(module, "Message", None) is not None:
-        rows = list(module.Message.filter(player=player))
+                 for t in sorted(tables.AgentTurn.filter(player=player), key=lambda t: t.started_at or 0)]
+        calls = [_call_dict(c) for c in sorted(tables.LlmCall.filter(player=player), key=lambda c: c.time_sent or 0)]
+    if tables.with_chat:
+        rows = list(tables.Message.filter(player=player))
         for other in associates:
-            rows += [m for m in module.Message.filter(player=other) if m.receiver_code == own_code]
+            rows += [m for m in tables.Message.filter(player=other) if m.receiver_code == own_code]
         app = GAME_APPS[game]
         messages = sorted((_message_dict(m, _late_at(m, page_done, turns, app, player.round_number)) for m in rows),
                           key=lambda m: (m["at"] is None, m["at"] or 0, m["stage"]))
@@ -123,10 +116,10 @@ def participant_timeline(session, participant_code: str) -> dict | None:
     page_done = page_completions(session)
     games = []
     for game in protocol.GAME_ORDERS[p.game_order]:
-        module = _module(game)
-        seats = _seats(module, session) if p.with_agents else {}
-        players = module.Player.objects_filter(participant=participant).order_by("round_number")
-        games.append(dict(game=game, rounds=[_round(module, game, pl, seats, page_done) for pl in players
+        tables = app_registry.game_tables(game)
+        seats = _seats(tables, session) if p.with_agents else {}
+        players = tables.Player.objects_filter(participant=participant).order_by("round_number")
+        games.append(dict(game=game, rounds=[_round(tables, game, pl, seats, page_done) for pl in players
                                              if pl.round_number <= p.rounds_per_game]))
     pages = dashboard.page_times(session, participant_code).get(participant_code, [])
     previous = None
@@ -143,17 +136,17 @@ def agent_timeline(session, game: str, agent_id: str) -> dict | None:
     game = {app: code for code, app in GAME_APPS.items()}.get(game, game)
     if game not in GAME_APPS:
         return None
-    module = _module(game)
-    seats = _seats(module, session)
+    tables = app_registry.game_tables(game)
+    seats = _seats(tables, session)
     if agent_id not in seats:
         return None
     p = params(session)
-    players = [pl for pl in module.Player.objects_filter(session=session)
+    players = [pl for pl in tables.Player.objects_filter(session=session)
                if pl.field_maybe_none("associate_code") == agent_id and pl.round_number <= p.rounds_per_game]
     rounds = []
     page_done = page_completions(session)
     for pl in sorted(players, key=lambda pl: pl.round_number):
-        row = _round(module, game, pl, seats, page_done)
+        row = _round(tables, game, pl, seats, page_done)
         row["human"] = pl.participant.code
         rounds.append(row)
     return dict(kind="agent", agent_id=agent_id, game=game, persona=seats[agent_id], rounds=rounds)
@@ -166,7 +159,7 @@ def agent_ids(session) -> list[tuple[str, str, str]]:
         return []
     found = []
     for game in protocol.GAME_ORDERS[p.game_order]:
-        seats = _seats(_module(game), session)
+        seats = _seats(app_registry.game_tables(game), session)
         found += [(game, agent_id, persona) for agent_id, persona in
                   sorted(seats.items(), key=lambda item: int(item[0].rsplit("-", 1)[-1]))]
     return found

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 import protocol
+from lab import matching
 
 GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
 STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMITS}
@@ -180,9 +181,10 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     if p.message_max_chars < 1:
         raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
     if p.associate_type == "human":
-        from lab.matching import check_perfect_stranger_possible
-
-        check_perfect_stranger_possible(num_participants, p.rounds_per_game)
+        try:
+            matching.check_perfect_stranger_possible(num_participants, p.rounds_per_game)
+        except matching.MatchingError as exc:
+            raise SessionConfigError(str(exc)) from None
     else:
         from agents.config import ConfigError, ModelConfig
         from agents.models import build_model, check_model

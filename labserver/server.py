@@ -83,7 +83,7 @@ def serve(port: int) -> int:
         problem = database_problem(env["DATABASE_URL"])
         if problem:
             print(f"Not starting: {problem} Leave it unset (or empty) for SQLite in ./db.sqlite3; "
-                  "see README.md, 'Running a real lab session'.", file=sys.stderr)
+                  "see docs/running-a-lab.md.", file=sys.stderr)
             return 2
     # prodserver starts `otree` by name for its timeout worker: the venv's bin must be on PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

@@ -12,7 +12,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Extr
 
 import protocol
 from lab import game as lab_game
-from lab import agent_pages, exports, i18n, interventions, manifest
+from lab import agent_pages, app_registry, exports, i18n, interventions, manifest
 from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
@@ -59,7 +59,7 @@ class Intervention(ExtraModel):
     dismissed_at = models.FloatField()
 
 
-interventions.register_table(Intervention)
+app_registry.register_app(__name__, Player, interventions=Intervention)
 
 
 # FUNCTIONS

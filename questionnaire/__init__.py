@@ -6,6 +6,7 @@ familiarity with LLMs, the SVO slider measure (angle and category computed) and 
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, models
 
 import protocol
+from lab import app_registry
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import params
 from lab.text import clean_text
@@ -52,6 +53,9 @@ class Player(BasePlayer):
     age = models.IntegerField(min=14, max=99)
     gender = models.StringField(choices=["female", "male", "other"])
     major = models.StringField(max_length=100)
+
+
+app_registry.register_app(__name__, Player)
 
 
 NORM_FIELDS = [f"norm_estimate_{game}" for game in protocol.GAMES]

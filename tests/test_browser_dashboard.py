@@ -58,7 +58,7 @@ def expected_point_texts(data: dict) -> set[str]:
 def test_dashboard_points_show_value_and_n_and_an_expired_login_says_so(lab_server, project_copy, database_url):
     result = run_bots(project_copy, "hf_informed_wc_first", 3,
                       {"rounds_per_game": ROUNDS, "llm_provider": "simulated", "llm_simulated_latency": 2,
-                       "decision_seconds": 1}, database_url=database_url or "sqlite:///db.sqlite3")
+                       "decision_seconds": 1}, database_url=database_url, database="lab")  # the server shows it
     code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
     server = lab_server(database_url, OTREE_AUTH_LEVEL="STUDY", OTREE_ADMIN_PASSWORD=ADMIN_PASSWORD,
                         LAB_MAX_ROUNDS_PER_GAME=str(ROUNDS))

@@ -1,5 +1,5 @@
-"""The experimenter's path through the room, in Chromium, as README's "Running a real lab
-session" describes it: each cubicle PC opens ``/room/lab?participant_label=cubicleNN`` before the
+"""The experimenter's path through the room, in Chromium, as docs/running-a-lab.md
+describes it: each cubicle PC opens ``/room/lab?participant_label=cubicleNN`` before the
 session exists, the experimenter creates the session in the room's admin page without editing
 it, and every waiting tab starts by itself. A label already open in another browser is refused.
 oTree's own pages follow the lab's language (OTREE_LANGUAGE_CODE, Chinese by default)."""

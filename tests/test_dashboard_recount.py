@@ -175,7 +175,8 @@ def test_dashboard_numbers_match_a_recount_from_the_exports(project_copy, databa
     codes = {}
     for config, participants, overrides in SESSIONS:
         result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
-                          database_url=database, export_dir=tmp_path / config)
+                          database_url=database, export_dir=tmp_path / config,
+                          database="lab")  # kept in the project's database: the dashboards are read from it
         codes[config] = result.stdout.split("Bots completed session ", 1)[1].split()[0]
     shown_all = subprocess.run(
         [PYTHON, "-c", DASHBOARDS, *codes.values()], cwd=project_copy, capture_output=True, text=True, timeout=300,

@@ -21,6 +21,7 @@ def test_data_md_tables_are_generated_from_the_dictionary():
 
 def test_dictionary_names_exactly_the_columns_the_exports_write():
     import instructions
+    import questionnaire
     from lab import exports, interventions
     from lab import game as lab_game
     from lab.agent_pages import LLM_CALL_COLUMNS
@@ -28,6 +29,11 @@ def test_dictionary_names_exactly_the_columns_the_exports_write():
     assert list(dd.DECISIONS) == lab_game.DECISION_COLUMNS
     assert list(dd.MESSAGES) == exports.MESSAGE_COLUMNS
     assert list(dd.PARTICIPANTS) == exports.participant_columns()
+    # The participants table writes the questionnaire's fields in the dictionary's order.
+    assert list(dd.QUESTIONNAIRE) == (
+        questionnaire.NORM_FIELDS + questionnaire.PERCEPTION_FIELDS + questionnaire.SEVEN_C_FIELDS
+        + ["believed_human", "llm_familiarity"] + questionnaire.SVO_FIELDS
+        + ["svo_angle", "svo_category", "age", "gender", "major"])
     assert list(dd.LLM_CALLS) == LLM_CALL_COLUMNS
     assert list(dd.QUIZ_ATTEMPTS) == next(instructions.custom_export([]))
     assert list(dd.MANIFEST) == lab_manifest.MANIFEST_COLUMNS

@@ -52,7 +52,8 @@ def _cards(page: str) -> list[tuple[str, int, str]]:
 
 
 def _session(project_copy, database, config, participants, **overrides) -> str:
-    result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides}, database)
+    result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides}, database,
+                      database="lab")  # the replay reads it afterwards
     return result.stdout.split("Bots completed session ", 1)[1].split()[0]
 
 

@@ -16,6 +16,7 @@ since it started), and then:
 from __future__ import annotations
 
 from agents.types import TurnStatus
+from lab import app_registry
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.turns import RUNNING, _abandon_calls, _submit, inputs, turn_key
 from lab.session_settings import GAME_APPS
@@ -24,17 +25,15 @@ from lab.session_settings import GAME_APPS
 def postpone_running_turns(session, paused_at: float, now: float) -> dict:
     """Move the session's running turns' deadlines and redo those the pause cut off (see the
     module's docstring). Runs in the resuming request, under oTree's lock. Returns counts."""
-    from otree.common import get_models_module
     from otree.database import dbq
 
     counts = dict(turns_postponed=0, turns_redone=0)
     apps = set(session.config.get("app_sequence") or ())
-    for app in GAME_APPS.values():
+    for game, app in GAME_APPS.items():
         if app not in apps:
             continue
-        module = get_models_module(app)
-        tables, Player = module.TABLES, module.Player
-        Turn = tables.AgentTurn
+        tables = app_registry.game_tables(game)
+        Player, Turn = tables.Player, tables.AgentTurn
         running = (dbq(Turn).join(Player, Turn.player_id == Player.id)
                    .filter(Player.session_id == session.id, Turn.status == RUNNING).order_by(Turn.id).all())
         for row in running:

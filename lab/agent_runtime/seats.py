@@ -16,11 +16,11 @@ from typing import Optional
 
 from agents.agent import PersonaAgent
 from agents.config import ModelConfig
-from lab import baked_lookups
+from lab import app_registry, baked_lookups
 from lab import game as lab_game
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.tables import GameTables
-from lab.session_settings import GAME_APPS, params, session_code_of
+from lab.session_settings import params, session_code_of
 
 # The session's language (lab/i18n.py) -> the language of the agents' prompts.
 AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
@@ -129,10 +129,7 @@ def _session_model_of(player):
 
 def session_spent(session) -> float:
     """Money spent on model calls by this session, from the call records (both games)."""
-    from otree.common import get_models_module
-
     total = 0.0
-    for app in GAME_APPS.values():
-        LlmCall = get_models_module(app).LlmCall
-        total += sum(call.cost or 0.0 for call in LlmCall.objects_filter(session_code=session.code))
+    for tables in app_registry.all_game_tables().values():
+        total += sum(call.cost or 0.0 for call in tables.LlmCall.objects_filter(session_code=session.code))
     return total

@@ -18,21 +18,13 @@ from typing import Optional
 
 from agents.agent import PENDING
 from agents.types import CallStatus
-from lab import channels
+from lab import app_registry, channels
 from lab.agent_runtime.journal import ABANDONED, call_journal, forget_when_committed
 from lab.agent_runtime.seats import model_config
-from lab.agent_runtime.tables import GameTables
 from lab.agent_runtime.turns import RUNNING, _store_call, ensure_turn
 from lab.model_probe import install_test_model_route
-from lab.session_settings import GAME_APPS
 
 logger = logging.getLogger("lab.agents")
-
-
-def game_tables() -> dict[str, GameTables]:
-    from otree.common import get_models_module
-
-    return {game: get_models_module(app).TABLES for game, app in GAME_APPS.items()}
 
 
 def recover_journaled_calls(tables_by_game: Optional[dict] = None) -> int:
@@ -42,16 +34,13 @@ def recover_journaled_calls(tables_by_game: Optional[dict] = None) -> int:
     journal = call_journal()
     if journal is None:
         return 0
-    tables_by_game = tables_by_game or game_tables()
-    from otree.common import get_models_module
-
+    tables_by_game = tables_by_game or app_registry.all_game_tables()
     moved = []
     for session_code, game, player_id, state, record in journal.orphans():
         tables = tables_by_game.get(game)
         if tables is None:
             continue
-        Player = get_models_module(GAME_APPS[game]).Player
-        player = Player.objects_first(id=player_id)
+        player = tables.Player.objects_first(id=player_id)
         if player is None or player.session.code != session_code:
             continue
         if tables.LlmCall.objects_first(call_id=record["call_id"]) is None:
@@ -72,7 +61,7 @@ def recover_journaled_calls(tables_by_game: Optional[dict] = None) -> int:
 def resume_at_startup() -> dict:
     """Before the first request: recover journaled calls, then redo every running turn whose
     deadline has not passed (resolve the others by the fallback). Needs a database session."""
-    tables_by_game = game_tables()
+    tables_by_game = app_registry.all_game_tables()
     recovered = recover_journaled_calls(tables_by_game)
     resumed = resolved = 0
     for tables in tables_by_game.values():

@@ -1,4 +1,4 @@
-"""What a game app hands in to the agent runtime: its name and its agent tables."""
+"""What a game app hands in to lab/: its game code and its tables (lab/app_registry.py keeps them)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import Any
 
 @dataclass(frozen=True)
 class GameTables:
-    """A game app's name and its agent-related models."""
+    """A game app's code and its models: its players, its messages, its agents' seats, turns
+    and calls."""
 
     game: str
+    Player: Any
     Message: Any  # None in the game without chat
     AgentSeat: Any
     AgentTurn: Any

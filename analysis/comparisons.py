@@ -1,0 +1,106 @@
+"""What every section of the results shares: the ``Section`` it fills, the groups in the paper's
+order, and the pairwise comparisons (Mann-Whitney, proportions) oriented as the paper names them.
+
+analysis/results.py builds the lab's sections from these, analysis/simulation.py the simulation's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from analysis import stats
+
+TREATMENT_ORDER = ("H-H", "H-F", "H-C", "H-S")  # the order of the pairs in Tables S2, S3, S5…
+AGENT_TREATMENTS = ("H-F", "H-C", "H-S")
+PERSONA_ORDER = ("fair", "cooperative", "selfish")
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    reproduces: str
+    label_setting: str = ""
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    # name -> a function drawing the matplotlib Figure; drawn only when the report is written
+    figures: dict[str, Callable[[], Figure]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+# The paper names some comparisons the other way round: "H-C vs. H-H" in Fig. 1's caption,
+# "H-F vs. H-C" in Fig. 4's. W (and d, h) belong to the first group named, so each section
+# orients its pairs as the paper's text does; the earlier a group in the tuple, the more it
+# leads. Sections not listed keep the order of TREATMENT_ORDER (H-H, H-F, H-C, H-S).
+PAPER_LEADING_GROUPS = {
+    "cooperation": ("H-F", "H-C", "H-S"),  # "H-F vs. H-H", "H-C vs. H-H", "H-S vs. H-H"
+    "agreements": ("H-F",),  # "H-F vs. H-H: χ² = 20.3", "H-F vs. H-C"
+    "norms_perceptions": ("H-F",),  # "H-F vs. H-C", "H-F vs. H-H", "H-F vs. H-S"
+    "seven_c": ("H-F",),
+    "norms_cooperation": ("H-H", "H-S"),  # "H-H vs. H-F", "H-S vs. H-F"
+}
+
+
+def oriented_pairs(groups: tuple[str, ...], leading: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """All pairs of ``groups`` in their order; a pair is flipped when its second group leads."""
+    rank = {g: i for i, g in enumerate(leading)}
+    pairs = []
+    for first, second in stats.ordered_pairs(groups):
+        if second in rank and rank[second] < rank.get(first, len(leading)):
+            first, second = second, first
+        pairs.append((first, second))
+    return pairs
+
+
+# --- Pairwise comparisons --------------------------------------------------------------------
+# Every table has its columns even without rows: an empty CSV is its header, which R's read.csv
+# and pandas read (a bare newline they refuse).
+MANN_WHITNEY_COLUMNS = ["comparison", "n1", "n2", "median1", "median2", "mean1", "mean2", "W", "W_of",
+                        "W_reversed", "z", "p_value", "cohens_d"]
+PROPORTION_COLUMNS = ["comparison", "percentage1", "percentage2", "chi2", "p_value", "cohens_h"]
+
+
+def pairwise_mann_whitney(data: pd.DataFrame, value: str, group: str, groups: tuple[str, ...],
+                          notes: list[str], what: str, leading: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Median, mean, W, z, p and Cohen's d for every pair of groups.
+
+    W is R's W of the first group named in ``comparison`` (``W_of`` repeats which);
+    ``W_reversed`` = n1·n2 − W is R's W with the groups the other way round. z is the normal
+    approximation's (the paper's Figs. S2/S24); p is NaN where R's is (every value equal).
+    """
+    rows = []
+    samples = {g: data.loc[data[group] == g, value].dropna() for g in groups}
+    for first, second in oriented_pairs(groups, leading):
+        x, y = samples[first], samples[second]
+        if x.empty or y.empty:
+            continue
+        test = stats.mann_whitney(x, y)
+        rows.append({"comparison": f"{first} vs. {second}", "n1": len(x), "n2": len(y),
+                     "median1": x.median(), "median2": y.median(), "mean1": x.mean(), "mean2": y.mean(),
+                     "W": test.statistic, "W_of": first, "W_reversed": len(x) * len(y) - test.statistic,
+                     "z": test.z, "p_value": test.p_value, "cohens_d": stats.cohens_d(x, y)})
+    empty = [g for g in groups if samples[g].empty]
+    if empty:
+        notes.append(f"{what}: no data for {', '.join(empty)} — comparisons with it are left out.")
+    return pd.DataFrame(rows, columns=MANN_WHITNEY_COLUMNS)
+
+
+def pairwise_proportions(counts: pd.DataFrame, groups: tuple[str, ...],
+                         leading: tuple[str, ...] = ()) -> pd.DataFrame:
+    """``counts`` indexed by group with ``successes`` and ``trials``: percentages, χ², p, h."""
+    rows = []
+    for first, second in oriented_pairs(groups, leading):
+        if first not in counts.index or second not in counts.index:
+            continue
+        (x1, n1), (x2, n2) = counts.loc[first, ["successes", "trials"]], counts.loc[second, ["successes", "trials"]]
+        if n1 == 0 or n2 == 0:
+            continue
+        test = stats.prop_test((int(x1), int(x2)), (int(n1), int(n2)))
+        rows.append({"comparison": f"{first} vs. {second}", "percentage1": 100 * x1 / n1,
+                     "percentage2": 100 * x2 / n2, "chi2": test.statistic, "p_value": test.p_value,
+                     "cohens_h": stats.cohens_h(x1 / n1, x2 / n2)})
+    return pd.DataFrame(rows, columns=PROPORTION_COLUMNS)
+
