@@ -11,6 +11,7 @@ the submission again once the server answers.
 - The server takes the submission and is killed before its answer reaches the browser: the
   copy sent when the server is back is redirected by oTree (its page addresses are indexed) and
   the message is stored once.
+- A proxy's 502 for the POST (a server restarting behind it) is retried.
 - A form error page (the quiz with a wrong answer) is still shown as oTree renders it, and the
   attempt is recorded once.
 All on SQLite and PostgreSQL, in Chromium.
@@ -33,6 +34,7 @@ LIMITS = dict(rounds_per_game=1, language="en", message_1_seconds=300, read_1_se
 PING = re.compile(r"/static/lab/ping\.txt")
 OUTAGE_SECONDS = 8
 NOTICE = "The connection to the server was lost"
+MESSAGE_1_ADDRESS = re.compile(r"^http://[^/]+/p/[^/]+/game_with_chat/Message1/\d+$")
 
 
 async def open_message_1(server, playwright):
@@ -64,14 +66,11 @@ async def type_message(page) -> str:
 async def during_the_outage(page) -> dict:
     """What the participant sees while the server is down."""
     seen = {"url": page.url}
-    if PAGE_RE_MESSAGE_1.search(page.url):
+    if MESSAGE_1_ADDRESS.search(page.url):
         notice = page.locator("#lab-reconnecting")
         seen["notice"] = await notice.inner_text() if await notice.count() else ""
         seen["box"] = await page.locator("#id_message").input_value()
     return seen
-
-
-PAGE_RE_MESSAGE_1 = re.compile(r"^http://[^/]+/p/[^/]+/game_with_chat/Message1/\d+$")
 
 
 def stored_messages(server) -> list:
@@ -122,7 +121,7 @@ def test_a_submission_the_dying_server_never_answered_is_sent_when_it_is_back(la
     except AssertionError:
         raise AssertionError(f"seen: {seen}") from None
     outage = seen["outage"]
-    assert PAGE_RE_MESSAGE_1.search(outage["url"]), f"the tab left the page: {outage['url']}"
+    assert MESSAGE_1_ADDRESS.search(outage["url"]), f"the tab left the page: {outage['url']}"
     assert outage["notice"].startswith(NOTICE) and outage["box"] == seen["typed"]
     assert seen["read_1"] == seen["typed"]
     assert stored_messages(server) == [(1, seen["typed"], 1)]
@@ -172,12 +171,48 @@ def test_a_submission_the_server_took_before_dying_is_not_taken_twice(lab_server
         raise AssertionError(f"seen: {seen}") from None
     assert seen["first_status"] == 302
     outage = seen["outage"]
-    assert PAGE_RE_MESSAGE_1.search(outage["url"]), f"the tab left the page: {outage['url']}"
+    assert MESSAGE_1_ADDRESS.search(outage["url"]), f"the tab left the page: {outage['url']}"
     assert outage["notice"].startswith(NOTICE) and outage["box"] == seen["typed"]
     # The copy went to the same address; oTree redirected it to the participant's page (Read1).
     assert len(seen["posts"]) == 2 and seen["posts"][0] == seen["posts"][1]
     post_path = re.sub(r"^http://[^/]+", "", seen["posts"][0])
     assert len(re.findall(rf'"POST {re.escape(post_path)} HTTP/1.1" 302', server.log())) == 2
+    assert stored_messages(server) == [(1, seen["typed"], 1)]
+
+
+@pytest.mark.browser
+@pytest.mark.server
+@pytest.mark.timeout(600)
+def test_a_bad_gateway_answer_is_retried(lab_server, database_url):
+    """Online, a proxy in front of a restarting server answers 502 for it."""
+    from playwright.async_api import async_playwright
+
+    server = lab_server(database_url)
+    seen = {"posts": 0}
+
+    async def run():
+        async with async_playwright() as playwright:
+            browser, page = await open_message_1(server, playwright)
+            seen["typed"] = await type_message(page)
+
+            async def bad_gateway_once(route):
+                if route.request.method == "POST":
+                    seen["posts"] += 1
+                    if seen["posts"] == 1:
+                        await route.fulfill(status=502, content_type="text/html", body="<h1>502 Bad Gateway</h1>")
+                        return
+                await route.continue_()
+
+            await page.route(re.compile(r"/game_with_chat/Message1/"), bad_gateway_once)
+            await page.click(".otree-btn-next")
+            await page.locator("#lab-reconnecting").wait_for(timeout=10_000)
+            seen["outage"] = await during_the_outage(page)
+            await wait_until(page, lambda url: "/Read1/" in url, timeout=60)
+            await browser.close()
+
+    asyncio.run(run())
+    assert seen["outage"]["notice"].startswith(NOTICE) and seen["outage"]["box"] == seen["typed"]
+    assert seen["posts"] == 2
     assert stored_messages(server) == [(1, seen["typed"], 1)]
 
 
