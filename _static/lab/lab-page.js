@@ -1,14 +1,19 @@
 /* On every participant page (loaded by _templates/otree/Base_UserFacing.html).
 
-   A lab server may go down (crash, kill -9, restart) while participants have their pages open.
-   A form submitted meanwhile would leave the tab on the browser's "This site can't be reached"
-   page, which needs a manual reload on every cubicle PC. Instead, every submission of the page's
-   form (the Next button, a choice button, oTree's timer at the limit) first checks that the
-   server answers; if it does not, the page says it is reconnecting, keeps everything that was
-   typed, and submits as soon as the server is back. When oTree's own websockets lose the
-   server, the page shows the same notice and, once the server answers again, reloads itself
-   unless the participant has a form to fill in (oTree's websockets then move the page on if the
-   server advanced it meanwhile). */
+   A lab server may go down (crash, kill -9, restart), and an online participant's network may
+   drop, while participants have their pages open. A form the browser submits itself then leaves
+   the tab on Chromium's error page (chrome-error://chromewebdata/), where no script runs, until
+   someone reloads; what was typed never reaches the server. So the page's form (the Next
+   button, a choice button, oTree's timer at the limit) is submitted by this script: it checks
+   that the server answers, sends the form's POST itself, and shows the answer as the browser
+   would. If the request fails (network, server gone, a 5xx), the page stays, says it is
+   reconnecting, keeps everything that was typed, and sends the same submission again as soon as
+   the server answers. A second copy is harmless: oTree's page addresses are indexed, so a POST
+   to a page the participant has already left is redirected to where they are
+   (tests/test_network_drop.py). When oTree's own websockets lose the server, the page shows the
+   same notice and, once the server answers again, reloads itself unless the participant has a
+   form to fill in (oTree's websockets then move the page on if the server advanced it
+   meanwhile). */
 (function () {
   var PING_URL = '/static/lab/ping.txt';
   var RETRY_MS = 2000;
@@ -75,40 +80,7 @@
     return waiting;
   }
 
-  // --- submissions ---------------------------------------------------------------------
-  var nativeSubmit = HTMLFormElement.prototype.submit;
-  var checked = false;      // this submission's check passed: let it through
-  var submitting = false;   // a check is under way: ignore further clicks
-
-  function submitWhenServerAnswers(form, submitter) {
-    if (submitting) return;
-    submitting = true;
-    whenServerBack().then(function () {
-      checked = true;
-      if (submitter && form.requestSubmit) form.requestSubmit(submitter);
-      else nativeSubmit.call(form);
-    });
-  }
-
-  document.addEventListener('submit', function (event) {
-    var form = event.target;
-    if (form.id !== 'form' || checked) return;
-    event.preventDefault();
-    event.stopImmediatePropagation();
-    submitWhenServerAnswers(form, event.submitter);
-  }, true);
-
-  function guardFormSubmit() {
-    var form = document.getElementById('form');
-    // oTree's timer calls jQuery's submit(), which ends in form.submit(): no submit event.
-    if (form) form.submit = function () {
-      if (checked) nativeSubmit.call(form); else submitWhenServerAnswers(form, null);
-    };
-  }
-  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', guardFormSubmit);
-  else guardFormSubmit();
-
-  // --- oTree's websockets ----------------------------------------------------------------
+  // --- leaving the page ------------------------------------------------------------------
   var leaving = false;
   // A page moves on once. A second reload while the first is still loading (oTree's wait page
   // reloads on every socket message, a timer may reload too) aborts the first, and on a busy
@@ -121,7 +93,155 @@
     return navigatingSince > 0 && Date.now() - navigatingSince < NAVIGATION_STUCK_MS;
   };
   window.addEventListener('pagehide', function () { leaving = true; });
-  window.addEventListener('beforeunload', function () { leaving = true; navigatingSince = Date.now(); });
+  function startLeaving() { leaving = true; navigatingSince = Date.now(); }
+  window.addEventListener('beforeunload', startLeaving);
+
+  // --- submissions ---------------------------------------------------------------------
+  var nativeSubmit = HTMLFormElement.prototype.submit;
+  // A request still unanswered after this long makes the page check the server; if it was
+  // away meanwhile, the request is abandoned and sent again (a connection cut without a reset,
+  // a laptop asleep, may otherwise hang for minutes). A slow server is simply waited for.
+  var SLOW_MS = 5000;
+  // A server that answers the ping but fails the page (5xx) this many times in a row is shown
+  // as it is (a fault of the page, not an outage: the browser would have shown it at once).
+  var MAX_SERVER_ERRORS = 5;
+  // Requests that fail this many times in a row while the server answers the ping at once fail
+  // for a reason this script does not know: the browser then submits the form itself.
+  var MAX_UNEXPLAINED_FAILURES = 3;
+  // If the browser has not replaced the document after this long, the page is asked for again.
+  var SHOW_FALLBACK_MS = 3000;
+  var submitting = false;   // this page's submission is under way: ignore further ones
+  var byBrowser = false;    // ... and the browser submits it
+
+  function handledHere(form) {
+    if (form.id !== 'form' || byBrowser) return false;
+    if ((form.method || '').toLowerCase() !== 'post' || (form.target && form.target !== '_self')) return false;
+    try { return new URL(form.action).origin === window.location.origin; } catch (e) { return false; }
+  }
+
+  // What the browser would send: the form's fields and the button that submitted it (a choice
+  // button's name and value), encoded as the form says (oTree's: urlencoded). Read once: a
+  // retry sends what was submitted.
+  function submissionOf(form, submitter) {
+    var data = new FormData(form);
+    if (submitter && submitter.name) data.append(submitter.name, submitter.value);
+    var multipart = (form.enctype || '').toLowerCase() === 'multipart/form-data';
+    return {form: form, submitter: submitter, action: form.action,
+            body: multipart ? data : new URLSearchParams(data), serverErrors: 0, unexplainedFailures: 0};
+  }
+
+  function submit(form, submitter) {
+    if (submitting) return;
+    submitting = true;
+    var submission = submissionOf(form, submitter);
+    whenServerBack().then(function () { send(submission); });
+  }
+
+  function send(submission) {
+    var controller = new AbortController();
+    var settled = false;
+    var serverWasAway = false;
+    (function watch() {
+      setTimeout(function () {
+        if (settled) return;
+        whenServerBack().then(function (wasDown) {
+          if (settled) return;
+          if (wasDown) { serverWasAway = true; controller.abort(); } else watch();
+        });
+      }, SLOW_MS);
+    })();
+    // The redirect is not followed here: the browser follows it below, as after a form's POST.
+    fetch(submission.action, {method: 'POST', body: submission.body, redirect: 'manual', cache: 'no-store',
+                              credentials: 'same-origin', signal: controller.signal})
+      .then(function (response) {
+        if (response.type === 'opaqueredirect') {
+          settled = true;
+          goToPageAfter();
+          return;
+        }
+        var serverError = response.status >= 500 && ++submission.serverErrors < MAX_SERVER_ERRORS;
+        return response.text().then(function (html) {
+          settled = true;
+          if (serverError) sendAgain(submission, false);
+          else show(html);
+        });
+      })
+      .catch(function () {
+        // The network or the server went away, before or after the server took the submission:
+        // sent again when the server answers. If it had been taken, oTree redirects the copy.
+        settled = true;
+        sendAgain(submission, !serverWasAway);
+      });
+  }
+
+  // After RETRY_MS (no request loop against a server that answers) and once the server answers.
+  // A network failure is unexplained if the server was never away.
+  function sendAgain(submission, networkFailure) {
+    showNotice();
+    setTimeout(function () {
+      whenServerBack().then(function (wasDown) {
+        submission.unexplainedFailures = networkFailure && !wasDown ? submission.unexplainedFailures + 1 : 0;
+        if (submission.unexplainedFailures >= MAX_UNEXPLAINED_FAILURES) submitByBrowser(submission);
+        else send(submission);
+      });
+    }, RETRY_MS);
+  }
+
+  function submitByBrowser(submission) {
+    var submitter = submission.submitter;
+    if (submitter && submitter.name) {
+      var field = document.createElement('input');
+      field.type = 'hidden';
+      field.name = submitter.name;
+      field.value = submitter.value;
+      submission.form.appendChild(field);
+    }
+    byBrowser = true;
+    startLeaving();
+    nativeSubmit.call(submission.form);
+  }
+
+  // oTree answers a submission it took (or one for a page the participant has already left)
+  // with a redirect to the page they are to be on; asking for the submitted page again gets the
+  // same redirect, which the browser follows as it would have followed the POST's.
+  function goToPageAfter() {
+    startLeaving();
+    hideNotice();
+    window.location.replace(window.location.href);
+  }
+
+  // Any other answer (the page again with its form errors, HTTP 200; a 4xx) as the browser
+  // would show it, without asking the server again: a new document from the answer (a
+  // javascript: URL navigation: the page's scripts run afresh in a new window object, as after
+  // a navigation) at the same address. Asking again would lose the form errors, and submitting
+  // again would count a quiz attempt twice.
+  function show(html) {
+    startLeaving();
+    hideNotice();
+    window.labAnswerDocument = html;
+    setTimeout(function () { window.location.replace(window.location.href); }, SHOW_FALLBACK_MS);
+    window.location.replace('javascript:window.labAnswerDocument');
+  }
+
+  window.addEventListener('submit', function (event) {
+    var form = event.target;
+    // Last to see the event: the page's own handlers ran, and one of them may have cancelled it.
+    if (event.defaultPrevented || !handledHere(form)) return;
+    event.preventDefault();
+    submit(form, event.submitter);
+  });
+
+  function guardFormSubmit() {
+    var form = document.getElementById('form');
+    // oTree's timer calls jQuery's submit(), which ends in form.submit(): no submit event.
+    if (form) form.submit = function () {
+      if (handledHere(form)) submit(form, null); else nativeSubmit.call(form);
+    };
+  }
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', guardFormSubmit);
+  else guardFormSubmit();
+
+  // --- oTree's websockets ----------------------------------------------------------------
   // {"status": "ready", "to": "app/Page/index"}: this participant's next page, else null.
   var PAGE_ADDRESS = /^[A-Za-z0-9_]+\/[A-Za-z0-9_]+\/[0-9]+$/;
   function movedTo(text) {
