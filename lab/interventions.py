@@ -98,6 +98,9 @@ def _advance(session, participant, who: str, page_index: Optional[int] = None) -
     before = where(participant)
     if before["finished"]:
         raise ActionRefused(409, f"participant {participant.code} has finished: nothing to advance")
+    if participant.is_on_wait_page:
+        raise ActionRefused(409, f"participant {participant.code} is on a wait page ({before['page']}): it moves "
+                                 "on when those it waits for arrive; nothing to submit")
     if page_index is not None and page_index != participant._index_in_pages:
         raise ActionRefused(409, f"participant {participant.code} has moved on (now on {before['app']} round "
                                  f"{before['round']} {before['page']}): not advanced")

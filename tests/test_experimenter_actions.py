@@ -9,7 +9,8 @@ from the dashboard in a second browser, each action confirmed in a dialog naming
 - pause holds a page past its deadline (browser and server), and resume gives the time that was
   left: a message sent after the resume, past the page's original deadline, is in time;
 - without the admin login every action is refused (401) and does nothing;
-- the interventions export has one row per action carried out, with who, when and what.
+- the interventions export has one row per action carried out, with who, when and what, and the
+  session's data package has the table, every column described.
 """
 
 import asyncio

@@ -59,6 +59,14 @@ def test_closed_tab_is_held_while_paused_and_submitted_when_its_time_left_runs_o
         player.play()
     shown = time.monotonic()
     assert admin.act(code, "pause").status_code == 200
+    # Refused, nothing written: a second pause, an unknown action, an empty message, an advance of
+    # a page the participant has left (the experimenter saw an older one), no such participant.
+    refused = [admin.act(code, "pause"), admin.act(code, "dance"),
+               admin.act(code, "message", participant=participant, text=" \n "),
+               admin.act(code, "advance", participant=participant, page_index="2"),
+               admin.act(code, "advance", participant="nobody")]
+    assert [r.status_code for r in refused] == [409, 400, 400, 409, 404]
+    assert "moved on" in refused[3].json()["error"]
     # Past the deadline, the worker's margin and two of its polls: without the pause, submitted.
     time.sleep(READ_1_SECONDS + WORKER_MARGIN_SECONDS + 2 * WORKER_POLL_SECONDS - (time.monotonic() - shown))
     assert page_of(server, participant) == "Read1"
@@ -70,6 +78,7 @@ def test_closed_tab_is_held_while_paused_and_submitted_when_its_time_left_runs_o
         assert time.monotonic() - resumed < READ_1_SECONDS + WORKER_MARGIN_SECONDS + 4 * WORKER_POLL_SECONDS, \
             f"not submitted after the resume; log:\n{server.log()[-2000:]}"
         time.sleep(1)
+    assert admin.act(code, "resume").status_code == 409  # not paused
     rows = admin.interventions(code)
     assert [r["action"] for r in rows] == ["pause", "resume"]
     moved = json.loads(rows[1]["detail"])
@@ -142,3 +151,15 @@ def test_agent_turn_cut_off_during_the_pause_is_redone_on_resume(lab_server, dat
     first_turn = [c for c in calls if c["turn"] == "message_1"]
     assert [c["status"] for c in first_turn] == ["timeout", "ok"], [(c["status"], c["error"]) for c in first_turn]
     assert json.loads(rows[-1]["detail"])["turns_redone"] == 1
+
+
+def test_time_on_a_page_leaves_the_pauses_out():
+    from lab.interventions import pauses
+    from lab.pause import paused_seconds
+
+    record = [dict(action="pause", at=100.0), dict(action="resume", at=130.0), dict(action="message", at=140.0),
+              dict(action="pause", at=150.0)]
+    assert pauses(record) == [(100.0, 130.0), (150.0, None)]
+    assert paused_seconds(pauses(record), 90.0, 160.0) == 30 + 10  # the second pause runs on
+    assert paused_seconds(pauses(record), 120.0, 140.0) == 10
+    assert paused_seconds(pauses(record), 131.0, 149.0) == 0

@@ -95,7 +95,8 @@
   function buttons(p) {
     var cell = el("span", null, "text-nowrap");
     var dropAvailable = last && last.control && last.control.mark_dropped_available;
-    cell.appendChild(button("advance", "advance", p, p.finished || !p.app, "submit their page as a timeout"));
+    cell.appendChild(button("advance", "advance", p, p.finished || !p.app || p.on_wait_page,
+      p.on_wait_page ? "on a wait page: nothing to submit" : "submit their page as a timeout"));
     cell.appendChild(button("mark_dropped", "drop", p, p.finished || !dropAvailable,
       dropAvailable ? "mark dropped: the stand-in takes over" : "not available in this version (online sessions' dropouts)"));
     cell.appendChild(button("message", "message", p, false, "a message that pops up on their page"));
