@@ -126,7 +126,10 @@ def _mark_dropped(session, participant, who: str) -> dict:
     from lab.online import dropouts
 
     page = where(participant)
-    changed = dropouts.mark_dropped(participant, reason="experimenter", by=who)
+    try:
+        changed = dropouts.mark_dropped(participant, reason="experimenter", by=who)
+    except ValueError as refused:  # the documented refusal (e.g. a reason it does not know)
+        raise ActionRefused(409, f"mark dropped refused: {refused}") from None
     return _as_dict(record(session.code, who, "mark_dropped", participant.code,
                            dict(page=page, changed=bool(changed), reason="experimenter")))
 
