@@ -107,6 +107,9 @@ class LabIntervene(LabAdminPage):
                                            participant_code=form.get("participant", ""), text=form.get("text", ""),
                                            page_index=page_index)
         except interventions.ActionRefused as refused:
+            from otree.database import db
+
+            db._db.rollback()  # nothing of a refused action stays, whatever it had begun
             return _json_response(dict(error=str(refused)), refused.status)
         return _json_response(dict(ok=True, intervention=done))
 
