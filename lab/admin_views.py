@@ -1,5 +1,6 @@
-"""The experimenter's admin pages: the live session dashboard, the replay of every pair, and the
-session's data package (a zip, lab/data_package.py).
+"""The experimenter's admin pages: the live session dashboard and its actions on participants
+(lab/interventions.py), the replay of every pair, and the session's data package (a zip,
+lab/data_package.py).
 
 How they join oTree's admin (the least invasive way we found in oTree 6.0's source): oTree
 builds its admin routes from the view classes *defined in* ``otree.views.admin``
@@ -25,14 +26,10 @@ import otree.views.admin as otree_admin
 from otree.views.cbv import AdminSessionPage
 from starlette.responses import Response
 
-from lab import dashboard, replay
+from lab import dashboard, interventions, replay
+from lab.page_json import safe_json
 
 DASHBOARD_REFRESH_SECONDS = 3
-
-
-def safe_json(data) -> str:
-    """JSON for a <script type="application/json"> block: no "</script>" can close it."""
-    return json.dumps(data, default=str).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _nav(session, current: str) -> str:
@@ -61,6 +58,7 @@ class LabDashboard(LabAdminPage):
             lab_nav=_nav(self.session, "LabDashboard"),
             dashboard_json=safe_json(dashboard.session_dashboard(self.session)),
             data_url=f"/LabDashboardData/{self.session.code}",
+            actions_url=f"/LabIntervene/{self.session.code}",
             refresh_ms=DASHBOARD_REFRESH_SECONDS * 1000,
         )
 
@@ -78,6 +76,48 @@ class LabDashboardData(LabAdminPage):
     def get(self, request, code):
         return Response(safe_json(dashboard.session_dashboard(self.session)), media_type="application/json",
                         headers={"Cache-Control": "no-store"})
+
+
+def _json_response(data, status_code: int = 200) -> Response:
+    return Response(safe_json(data), status_code=status_code, media_type="application/json",
+                    headers={"Cache-Control": "no-store"})
+
+
+class LabIntervene(LabAdminPage):
+    """POST /LabIntervene/{code} (action, participant, text, page_index, oTree's csrftoken): one of the
+    dashboard's actions (lab/interventions.py), answered in JSON. Behind oTree's admin login:
+    without it (OTREE_AUTH_LEVEL set, not logged in) a request does nothing and gets a 401."""
+
+    def inner_dispatch(self, request):
+        if self._is_unauthorized():
+            return _json_response(dict(error="logged out: log in again", login_url="/login"), 401)
+        return super().inner_dispatch(request)  # the session, then oTree's CSRF check, then post
+
+    def get(self, request, code):
+        return _json_response(dict(error="POST an action"), 405)
+
+    def post(self, request, code):
+        form = self.get_post_data()
+        try:
+            page_index = int(form["page_index"]) if form.get("page_index") else None
+        except ValueError:
+            return _json_response(dict(error="page_index must be a number"), 400)
+        try:
+            done = interventions.carry_out(self.session, form.get("action", ""), who=self._who(),
+                                           participant_code=form.get("participant", ""), text=form.get("text", ""),
+                                           page_index=page_index)
+        except interventions.ActionRefused as refused:
+            from otree.database import db
+
+            db._db.rollback()  # nothing of a refused action stays, whatever it had begun
+            return _json_response(dict(error=str(refused)), refused.status)
+        return _json_response(dict(ok=True, intervention=done))
+
+    def _who(self) -> str:
+        """The admin user name; "anonymous" only on a server without oTree's admin login."""
+        from otree import settings
+
+        return str(getattr(settings, "ADMIN_USERNAME", "") or "admin") if self._is_logged_in() else "anonymous"
 
 
 class LabReplay(LabAdminPage):
@@ -246,7 +286,7 @@ def render_agent(session, t: dict) -> str:
 
 
 # Register with oTree's admin (see the module's docstring).
-for _view in (LabDashboard, LabDashboardData, LabReplay, LabDataPackage):
+for _view in (LabDashboard, LabDashboardData, LabIntervene, LabReplay, LabDataPackage):
     _view.__module__ = otree_admin.__name__
     setattr(otree_admin, _view.__name__, _view)
 if "otree.urls" in sys.modules:  # routes already built (not the case in oTree 6.0's commands)

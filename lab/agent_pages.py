@@ -37,7 +37,7 @@ from agents.types import TurnKind, TurnStatus
 from lab import agent_runtime as agents
 from lab import app_registry
 from lab import game as lab_game
-from lab import model_probe
+from lab import model_probe, pause
 from lab.pages import texts_for
 from lab.session_settings import params, params_of
 
@@ -118,6 +118,10 @@ def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_hu
             if CompletedGroupWaitPage.objects_exists(page_index=self._index_in_pages, group_id=player.group_id,
                                                      session_id=self._session_pk):
                 return self._response_when_ready()
+            if pause.paused_since(self.participant._session_code) is not None:
+                # Nothing is settled while the session is paused: a turn its old deadline cut off
+                # during the pause is redone on resume (lab/agent_runtime/pausing.py).
+                return self._get_wait_page()
             if agents.is_running(player, tables, kind) and not agents.wait_is_over(player, tables, kind):
                 wait_ends = agents.turn_deadline(player, tables, kind) + agents.SETTLE_GRACE_SECONDS
                 if self.participant._is_bot:

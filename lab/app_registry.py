@@ -14,16 +14,19 @@ import protocol
 _players: dict = {}  # app name -> the app's Player model
 _games: dict = {}  # game code (WC, WoC) -> the game app's GameTables (lab/agent_runtime/tables.py)
 _session_manifests: list = []  # the first app's table of frozen manifests (lab/manifest.py)
+_interventions: list = []  # the payment app's table of the experimenter's actions (lab/interventions.py)
 
 
-def register_app(app_name: str, Player, *, tables=None, session_manifest=None) -> None:
+def register_app(app_name: str, Player, *, tables=None, session_manifest=None, interventions=None) -> None:
     """Called by every app at import with its Player; a game app adds its ``GameTables``, the
-    first app its table of frozen manifests."""
+    first app its table of frozen manifests, the payment app its table of interventions."""
     _players[app_name] = Player
     if tables is not None:
         _games[tables.game] = tables
     if session_manifest is not None:
         _session_manifests[:] = [session_manifest]
+    if interventions is not None:
+        _interventions[:] = [interventions]
 
 
 def _not_registered(what: str) -> LookupError:
@@ -57,3 +60,10 @@ def session_manifest_model():
     if not _session_manifests:
         raise _not_registered("the table of frozen manifests")
     return _session_manifests[0]
+
+
+def interventions_model():
+    """The table of the experimenter's actions on the dashboard."""
+    if not _interventions:
+        raise _not_registered("the table of interventions")
+    return _interventions[0]

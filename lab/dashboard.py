@@ -26,7 +26,7 @@ from collections import Counter, defaultdict
 
 import protocol
 from agents.types import CallStatus, TurnStatus
-from lab import app_registry
+from lab import app_registry, interventions, pause
 from lab.proposals import proposed_choice
 from lab.session_settings import params
 
@@ -60,10 +60,12 @@ def _rate(numerator: int, denominator: int) -> float | None:
     return None if not denominator else round(numerator / denominator, 4)
 
 
-def progress(session, now: float, participants: list | None = None) -> dict:
+def progress(session, now: float, participants: list | None = None, pauses: list | None = None) -> dict:
     """Who is where (oTree's participant records), who is idle, whose tab is closed, who is stuck
-    in the quiz."""
+    in the quiz. Time on a page leaves out the session's pauses (``pauses``: (paused at, resumed
+    at or None), lab/interventions.py), as the pages' deadlines do."""
     p = params(session)
+    pauses = pauses or []
     participants = sorted(participants or session.get_participants(), key=lambda pp: pp.id_in_session)
     quiz = quiz_attempts(session)
     idle_after = max(p.stage_limits.values()) + IDLE_MARGIN_SECONDS
@@ -76,7 +78,8 @@ def progress(session, now: float, participants: list | None = None) -> dict:
         stage = "not started" if not pp.visited else "finished" if finished else f"{app} r{pp._round_number} {page}"
         stages[stage] += 1
         since = pp._last_page_timestamp
-        on_page = None if since is None or not pp.visited else max(0, now - since)
+        paused = pause.paused_seconds(pauses, since, now) if since is not None else 0
+        on_page = None if since is None or not pp.visited else max(0, now - since - paused)
         tab = ""
         if pp.is_on_wait_page:  # oTree tracks a wait page's websocket: closed tab / hidden tab
             tab = "open" if pp._waitpage_is_connected and not pp._waitpage_tab_hidden else (
@@ -85,7 +88,7 @@ def progress(session, now: float, participants: list | None = None) -> dict:
         on_quiz = app == QUIZ_APP and page == QUIZ_PAGE and not passed and not finished
         rows.append(dict(
             id=pp.id_in_session, code=pp.code, label=pp.label or "", app=app, round=pp._round_number,
-            page=page, seconds_on_page=None if on_page is None else round(on_page),
+            page=page, page_index=pp._index_in_pages, seconds_on_page=None if on_page is None else round(on_page),
             idle=bool(on_page is not None and not finished and not pp.is_on_wait_page and on_page > idle_after),
             on_wait_page=bool(pp.is_on_wait_page), tab=tab, finished=finished, quiz_failed=failed,
             stuck_in_quiz=on_quiz and (failed >= QUIZ_STUCK_FAILED_ATTEMPTS or (on_page or 0) >= QUIZ_STUCK_SECONDS),
@@ -441,11 +444,23 @@ def model_check_status(session) -> str:
     return "not run"
 
 
+RECENT_INTERVENTIONS = 20
+
+
+def control(session, record: list[dict]) -> dict:
+    """The experimenter's actions: whether the session is paused, since when, the latest actions."""
+    paused_at = pause.paused_since(session.code)
+    return dict(paused=paused_at is not None, paused_at=paused_at,
+                mark_dropped_available=interventions.dropouts_available(),
+                interventions=record[-RECENT_INTERVENTIONS:][::-1], interventions_total=len(record))
+
+
 def session_dashboard(session) -> dict:
     now = time.time()
     p = params(session)
     participants = list(session.get_participants())
     so_far = experiment(session, {pp.id: pp.code for pp in participants})
+    record = interventions.session_interventions(session.code)
     return dict(
         session_code=session.code,
         treatment=p.treatment,
@@ -453,7 +468,8 @@ def session_dashboard(session) -> dict:
         game_order=p.game_order,
         rounds_per_game=p.rounds_per_game,
         generated_at=now,
-        progress=progress(session, now, participants),
+        progress=progress(session, now, participants, interventions.pauses(record)),
+        control=control(session, record),
         round_start_waits=round_start_waits(session),
         games=so_far["games"],
         earnings=earnings(session, so_far["points"], participants),

@@ -226,6 +226,23 @@ MANIFEST = {
     "value_at_export": _c("empty, or (JSON) what today's code and environment would record instead"),
 }
 
+INTERVENTIONS = {
+    "session_code": SESSION_KEYS["session_code"],
+    "at": _c("when the experimenter's action was carried out", "number", EPOCH),
+    "who": _c("oTree's admin user name of the experimenter (`anonymous` only on a server without oTree's admin "
+              "login, OTREE_AUTH_LEVEL unset)"),
+    "action": _c("advance: the participant's page submitted as a timeout (oTree's own advance); mark_dropped: "
+                 "the participant marked dropped (the stand-in takes over); message: a text popped up on their "
+                 "page; pause / resume: the session", enum=("advance", "mark_dropped", "message", "pause", "resume")),
+    "participant_code": _c("the participant acted on; empty for pause and resume"),
+    "detail": _c("what, as JSON: advance `{page_before, page_after}` (each `{app, page, round, index, finished}`); "
+                 "mark_dropped `{page, changed, reason}`; message `{text, page}`; pause `{paused_at}`; resume "
+                 "`{paused_at, seconds, page_deadlines, worker_tasks, turns_postponed, turns_redone}` (the pause's "
+                 "length and the deadlines moved by it)", "object"),
+    "dismissed_at": _c("message: when the participant closed it (empty: not yet); empty for other actions",
+                       "number", EPOCH),
+}
+
 TABLES = {
     "decisions": Table("decisions", "One row per decision of a human participant (and of an agent).", DECISIONS),
     "messages": Table("messages", "One row per chat message (WC game only).", MESSAGES),
@@ -234,6 +251,8 @@ TABLES = {
     "llm_calls": Table("llm_calls", "One row per model call (agent treatments).", LLM_CALLS),
     "quiz_attempts": Table("quiz_attempts", "One row per quiz submission, right or wrong.", QUIZ_ATTEMPTS, DIGITS),
     "manifest": Table("manifest", "How the session was run and by what software, one row per entry.", MANIFEST),
+    "interventions": Table("interventions", "One row per action of the experimenter on the dashboard.",
+                           INTERVENTIONS),
 }
 # Custom export functions (app, function) -> table.
 CUSTOM_EXPORTS = {
@@ -242,6 +261,7 @@ CUSTOM_EXPORTS = {
     ("payment", "custom_export_messages"): "messages",
     ("payment", "custom_export_llm_calls"): "llm_calls",
     ("payment", "custom_export_manifest"): "manifest",
+    ("payment", "custom_export_interventions"): "interventions",
     ("instructions", "custom_export"): "quiz_attempts",
 }
 
@@ -428,7 +448,7 @@ def markdown_columns(columns: dict, with_types: bool = True) -> str:
 def markdown_blocks() -> dict:
     """The generated parts of docs/DATA.md, by block name."""
     blocks = {name: markdown_columns({k: v for k, v in table.columns.items() if k not in SESSION_KEYS or
-                                      name in ("quiz_attempts", "manifest")})
+                                      name in ("quiz_attempts", "manifest", "interventions")})
               for name, table in TABLES.items()}
     blocks["session_keys"] = markdown_columns(SESSION_KEYS)
     blocks["manifest_keys"] = "| key | value |\n|---|---|\n" + "".join(

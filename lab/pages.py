@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 from sqlalchemy import bindparam
 
 import protocol
-from lab import i18n
+from lab import i18n, pause
 from lab.session_settings import SessionParams, params_of
 
 
@@ -60,11 +58,12 @@ def server_timed_out(participant, page_index: int, now: float | None = None) -> 
 
     oTree stores the deadline of the page a participant is on when it first renders it
     (``_timeout_page_index`` / ``_timeout_expiration_time``, from get_timeout_seconds), but
-    accepts an ordinary post until its worker submits the page (deadline + 6 s)."""
+    accepts an ordinary post until its worker submits the page (deadline + 6 s). While the
+    session is paused, what was not late when the pause began is not late (lab/pause.py)."""
     expires = participant._timeout_expiration_time
     if participant._timeout_page_index != page_index or expires is None:
         return False
-    return (time.time() if now is None else now) > expires + DEADLINE_GRACE_SECONDS
+    return pause.clock(participant._session_code, now) > expires + DEADLINE_GRACE_SECONDS
 
 
 class ServerDeadline:

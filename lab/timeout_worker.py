@@ -33,6 +33,9 @@
    bench's server trace, issue 14). A page whose timer is already running (oTree notes the
    page index when it first shows a page, in the transaction that schedules its timeout) is
    left alone; every other participant is visited as oTree visits them.
+
+5. A paused session (the experimenter's dashboard, lab/pause.py): its participants' tasks stay
+   in the queue, untouched, until the resume moves them past the pause.
 """
 
 from __future__ import annotations
@@ -133,13 +136,18 @@ def run_due_tasks(worker, failures: dict[int, int]) -> int:
     from otree.database import db, session_scope
     from otree.models_concrete import TaskQueueMessage
 
+    from lab.pause import task_is_held
+
     done = 0
+    paused: dict[str, bool] = {}
     try:
         with session_scope():
             due = list(TaskQueueMessage.objects_filter(TaskQueueMessage.epoch_time <= time.time())
                        .order_by("epoch_time"))
             for task in due:
                 task_id = task.id
+                if task_is_held(task, paused):
+                    continue  # its session is paused: the resume reschedules it (fix 5)
                 try:
                     getattr(worker, task.method)(**task.kwargs())
                 except sqlalchemy.exc.SQLAlchemyError:

@@ -8,11 +8,11 @@ bonus is added here as points at the session's exchange rate.
 This app also holds the exports in long format that the analysis reads (docs/DATA.md).
 """
 
-from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, WaitPage, cu, models
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, WaitPage, cu, models
 
 import protocol
 from lab import game as lab_game
-from lab import agent_pages, app_registry, exports, i18n, manifest
+from lab import agent_pages, app_registry, exports, i18n, interventions, manifest
 from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
@@ -46,7 +46,20 @@ class Player(BasePlayer):
     payout = models.FloatField()
 
 
-app_registry.register_app(__name__, Player)
+class Intervention(ExtraModel):
+    """One action of the experimenter on the dashboard (lab/interventions.py, docs/DATA.md
+    'interventions'). Session-wide actions have no participant."""
+
+    session_code = models.StringField()
+    at = models.FloatField()
+    who = models.StringField()
+    action = models.StringField()
+    participant_code = models.StringField()
+    detail = models.LongStringField()
+    dismissed_at = models.FloatField()
+
+
+app_registry.register_app(__name__, Player, interventions=Intervention)
 
 
 # FUNCTIONS
@@ -144,3 +157,4 @@ custom_export_decisions = exports.decisions_rows
 custom_export_messages = exports.messages_rows
 custom_export_llm_calls = agent_pages.llm_call_rows
 custom_export_manifest = manifest.manifest_rows  # docs/DATA.md 'manifest'
+custom_export_interventions = interventions.export_rows  # docs/DATA.md 'interventions'

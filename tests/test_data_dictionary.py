@@ -22,7 +22,7 @@ def test_data_md_tables_are_generated_from_the_dictionary():
 def test_dictionary_names_exactly_the_columns_the_exports_write():
     import instructions
     import questionnaire
-    from lab import exports
+    from lab import exports, interventions
     from lab import game as lab_game
     from lab.agent_pages import LLM_CALL_COLUMNS
 
@@ -37,6 +37,7 @@ def test_dictionary_names_exactly_the_columns_the_exports_write():
     assert list(dd.LLM_CALLS) == LLM_CALL_COLUMNS
     assert list(dd.QUIZ_ATTEMPTS) == next(instructions.custom_export([]))
     assert list(dd.MANIFEST) == lab_manifest.MANIFEST_COLUMNS
+    assert list(dd.INTERVENTIONS) == interventions.COLUMNS
     for (app, function_name), table in dd.CUSTOM_EXPORTS.items():
         assert callable(getattr(__import__(app), function_name)) and table in dd.TABLES
 

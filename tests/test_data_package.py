@@ -24,7 +24,7 @@ from tests.lab_server import PROJECT, PYTHON, lab_env, run_bots
 
 ROUNDS = 2
 ADMIN_PASSWORD = "test-admin-password"
-FILES_PER_SESSION = 14  # 6 custom exports, the wide export, 5 apps, page times, the manifest
+FILES_PER_SESSION = 15  # 7 custom exports, the wide export, 5 apps, page times, the manifest
 
 
 def _bots(project_copy, database_url, config, participants, export_dir=None, **overrides):

@@ -256,12 +256,15 @@
     // Those who need attention first: stuck in the quiz, idle, closed tab, then the rest in order.
     var rank = function (p) { return p.stuck_in_quiz ? 0 : p.idle ? 1 : p.tab === "closed" ? 2 : 3; };
     var participants = pr.participants.slice().sort(function (a, b) { return rank(a) - rank(b) || a.id - b.id; });
+    // The experimenter's actions (dashboard-actions.js) draw their own buttons and controls.
+    var actions = window.labDashboardActions;
+    if (actions) actions.render(d);
     fillTable(document.getElementById("dash-participants"), ["#", "code (replay)", "label", "app", "round", "page",
-      "on page (s)", "tab", "quiz failed", "state"], participants.map(function (p) {
+      "on page (s)", "tab", "quiz failed", "state", "actions"], participants.map(function (p) {
         var state = p.finished ? "finished" : p.stuck_in_quiz ? "STUCK IN QUIZ" : p.idle ? "IDLE" :
           p.on_wait_page ? "waiting" : "";
         return [p.id, replayLink(d.session_code, p.code), p.label, p.app, p.round, p.page, p.seconds_on_page, p.tab,
-          p.quiz_failed, state];
+          p.quiz_failed, state, actions ? actions.buttons(p) : ""];
       }));
   }
 
@@ -304,4 +307,5 @@
 
   render(JSON.parse(document.getElementById("dashboard-data").textContent));
   setInterval(refresh, Number(root.dataset.refreshMs) || 3000);
+  window.labDashboardRefresh = refresh;  // after an action, at once
 })();
