@@ -58,15 +58,17 @@ def test_browser_counts_every_sample_as_the_server_does():
     assert results == [[clean_text(s), text_length(s)] for s in SAMPLES]
 
 
-def test_base_template_is_otrees_plus_the_reconnecting_script():
+def test_base_template_is_otrees_plus_the_reconnecting_and_notices_scripts():
     """_templates/otree/Base_UserFacing.html shadows oTree's own: it must stay oTree's file with
-    our two lines, so that an oTree upgrade that changes it shows up here."""
+    our lines (the reconnecting script, the experimenter's notices), so that an oTree upgrade that
+    changes it shows up here."""
     import otree
 
     original = (Path(otree.__file__).parent / "templates/otree/Base_UserFacing.html").read_text()
     ours = (PROJECT / "_templates/otree/Base_UserFacing.html").read_text()
     added = [line for line in ours.splitlines() if line not in original.splitlines()]
-    assert len(added) == 2 and "lab/lab-page.js" in added[1]
+    assert len(added) == 5 and "lab/lab-page.js" in added[1]
+    assert "lab-notices-state" in added[3] and "lab/lab-notices.js" in added[4]
     assert [line for line in ours.splitlines() if line not in added] == original.splitlines()
 
 
