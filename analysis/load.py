@@ -133,6 +133,8 @@ OTREE_EXPORT_SIGNATURES = {
     "chat": ("channel", "nickname", "body"),
     # Read by analysis/manifest.py, not by the tables' loader.
     "session manifest (payment app's custom export)": ("session_code", "key", "value"),
+    # The experimenter's actions: context for a reader, not data the analysis reads.
+    "interventions (payment app's custom export)": ("who", "action", "participant_code", "detail"),
 }
 PLATFORM_TABLES = ("decisions", "messages", "participants", "llm_calls")  # written by the platform
 
