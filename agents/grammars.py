@@ -1,0 +1,120 @@
+"""The paper's reply format as a grammar, for servers that constrain their sampler (issue 25).
+
+The reply stays the paper's text: STEP 1 … STEP n, one line each, then a message inside ``<…>``
+(message stages) or the sentence ``I DECIDE TO CHOOSE [A]`` / ``[B]`` (decision stages). Only the
+server's sampler is told the shape, so a small local model cannot wander off it.
+
+Each stage's shape is written twice, as llama.cpp's GBNF (``grammar``) and as a regular expression
+(vLLM's ``structured_outputs.regex`` / ``guided_regex``); ``request_fields`` puts it where the
+server takes it (``GRAMMAR_FORMATS``). Ollama's ``format`` constrains JSON only, which is not the
+paper's text: Ollama is not offered a grammar (docs/agents.md).
+
+The lengths are bounded so that a constrained reply ends inside ``max_tokens``: each reasoning
+line gets a share of it (``step_chars``); a message holds 1 to min(300, the chat's limit) characters.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import protocol
+
+CONSTRAINED_OUTPUT_MODES = ("auto", "on", "off")
+# How a server takes a grammar, in the order the model check tries them:
+#   gbnf                llama.cpp (llama-server, llama-cpp-python): "grammar": GBNF text
+#   structured_outputs  vLLM >= 0.10: "structured_outputs": {"regex": ...}
+#   guided_regex        vLLM before: "guided_regex": ...
+GRAMMAR_FORMATS = ("gbnf", "structured_outputs", "guided_regex")
+MESSAGE_GRAMMAR_MAX_CHARS = 300  # the chat's limit (protocol.MESSAGE_MAX_CHARS) at most
+# Characters of reasoning per token of max_tokens the lines may take together (a token of English
+# is ~4 characters; half of max_tokens stays for the headings, the message or the sentence, and
+# scripts that take more tokens per character).
+REASONING_CHARS_PER_TOKEN = 2
+MIN_STEP_CHARS, MAX_STEP_CHARS = 16, 400
+# The model check's probe: a grammar no model would follow by chance.
+PROBE_TEXT = "GRAMMAR-OK"
+
+
+@dataclass(frozen=True)
+class OutputShape:
+    """What a turn's reply must look like: ``kind`` "message" or "decision", after ``steps``
+    reasoning lines (the prompt's STEP 1 … n; 0 for the second message, whose prompt asks none)."""
+
+    kind: str
+    steps: int
+    message_chars: int = protocol.MESSAGE_MAX_CHARS
+
+    def step_chars(self, max_tokens: int) -> int:
+        share = REASONING_CHARS_PER_TOKEN * max_tokens // (2 * max(1, self.steps or 1))
+        return max(MIN_STEP_CHARS, min(MAX_STEP_CHARS, share))
+
+    def inside_chars(self) -> int:
+        return max(1, min(MESSAGE_GRAMMAR_MAX_CHARS, self.message_chars))
+
+
+# Characters a line may not hold: no brackets of the answer's form before the answer.
+_INSIDE = r"\n<>＜＞"
+# Inside the brackets: nothing the parser would take for HTML rather than a message (a closing
+# tag "</p>", a comment "<!--", attributes "x=y"), and no opening blank or quote it would strip.
+_MESSAGE = _INSIDE + "="
+_FIRST = _MESSAGE + r" \t\"'/!"
+
+
+def _banned(shape: OutputShape) -> str:
+    return _INSIDE if shape.kind == "message" else r"\n\[\]［］"
+
+
+def gbnf(shape: OutputShape, max_tokens: int) -> str:
+    """llama.cpp's GBNF for the shape (bounded repetitions ``{m,n}``)."""
+    line = shape.step_chars(max_tokens)
+    banned = _banned(shape)
+    rules = [f'step ::= [^{banned}]{{1,{line}}}'] if shape.steps else []
+    steps = [f'"STEP {n}: " step "\\n"' for n in range(1, shape.steps)]
+    if shape.kind == "message":
+        last = (f'"STEP {shape.steps}: " ' if shape.steps else "") + 'lead "<" message ">"'
+        rules += [f'lead ::= [^{banned}]{{0,{line}}}',
+                  f'message ::= [^{_FIRST}] [^{_MESSAGE}]{{0,{shape.inside_chars() - 1}}}']
+    else:
+        last = f'"STEP {shape.steps}: " step "\\n" "I DECIDE TO CHOOSE [" [AB] "]"'
+    return "\n".join([f"root ::= {' '.join(steps + [last])}", *rules])
+
+
+def regex(shape: OutputShape, max_tokens: int) -> str:
+    """The same shape as a regular expression (vLLM's guided decoding)."""
+    line = shape.step_chars(max_tokens)
+    banned = _banned(shape)
+    steps = "".join(f"STEP {n}: [^{banned}]{{1,{line}}}\\n" for n in range(1, shape.steps))
+    if shape.kind == "message":
+        head = f"STEP {shape.steps}: " if shape.steps else ""
+        return steps + head + f"[^{banned}]{{0,{line}}}<[^{_FIRST}][^{_MESSAGE}]{{0,{shape.inside_chars() - 1}}}>"
+    return steps + f"STEP {shape.steps}: [^{banned}]{{1,{line}}}\\nI DECIDE TO CHOOSE \\[[AB]\\]"
+
+
+def request_fields(grammar_format: str, shape: OutputShape, max_tokens: int) -> dict[str, Any]:
+    """The request body's extra fields (the OpenAI SDK's ``extra_body``) for the server's format."""
+    if grammar_format == "gbnf":
+        return {"grammar": gbnf(shape, max_tokens)}
+    if grammar_format == "structured_outputs":
+        return {"structured_outputs": {"regex": regex(shape, max_tokens)}}
+    if grammar_format == "guided_regex":
+        return {"guided_regex": regex(shape, max_tokens)}
+    raise ValueError(f"grammar format must be one of {GRAMMAR_FORMATS}, not {grammar_format!r}")
+
+
+def probe_fields(grammar_format: str) -> dict[str, Any]:
+    """A grammar that allows one reply only (``PROBE_TEXT``): a server that obeys it takes grammars."""
+    if grammar_format == "gbnf":
+        return {"grammar": f'root ::= "{PROBE_TEXT}"'}
+    if grammar_format == "structured_outputs":
+        return {"structured_outputs": {"regex": re.escape(PROBE_TEXT)}}
+    if grammar_format == "guided_regex":
+        return {"guided_regex": re.escape(PROBE_TEXT)}
+    raise ValueError(f"grammar format must be one of {GRAMMAR_FORMATS}, not {grammar_format!r}")
+
+
+def describe(fields: Optional[dict[str, Any]]) -> str:
+    """The grammar as it goes on a call's record (compact JSON), or ""."""
+    return json.dumps(fields, ensure_ascii=False, sort_keys=True) if fields else ""
