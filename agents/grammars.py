@@ -63,6 +63,45 @@ _MESSAGE = _INSIDE + "="
 _FIRST = _MESSAGE + r" \t\"'/!"
 
 
+# The prompt's own format example (prompts/_message_format.j2 shows "<The message you want to
+# send>"): small models echo it, and the parser rightly takes it for no message. The grammar
+# allows every message but those beginning with it.
+PLACEHOLDER = "The message you want to send"
+
+
+def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
+    """The message inside the brackets: 1 to ``chars`` characters, not beginning with
+    ``PLACEHOLDER``. As (expression, extra GBNF rules): a chain of levels, level k having matched
+    the placeholder's first k characters and leaving it by ending, by another character (then
+    anything), or by its next character (the last one never: that would complete it)."""
+    rules: list[str] = []
+
+    def cls(excluded: str, other: str, count: str = "") -> str:
+        return f"[^{excluded}{other}]{count}"
+
+    def tail(k: int) -> str:  # after a character other than the placeholder's k-th
+        rest = chars - k - 1
+        return "" if rest <= 0 else (" " if gbnf_syntax else "") + cls(_MESSAGE, "", f"{{0,{rest}}}")
+
+    def level(k: int) -> str:
+        alternatives = [cls(_FIRST if k == 0 else _MESSAGE, PLACEHOLDER[k]) + tail(k)]
+        literal = f'"{PLACEHOLDER[k]}"' if gbnf_syntax else PLACEHOLDER[k]
+        if k + 1 == chars and k < len(PLACEHOLDER) - 1:
+            alternatives.append(literal)  # at the limit, short of the placeholder
+        elif k < len(PLACEHOLDER) - 1:
+            alternatives.append(literal + (" " if gbnf_syntax else "") + nested(k + 1))
+        body = ("( " + " | ".join(alternatives) + " )") if gbnf_syntax else "(?:" + "|".join(alternatives) + ")"
+        return body + ("?" if k else "")
+
+    def nested(k: int) -> str:
+        if not gbnf_syntax:
+            return level(k)
+        rules.append(f"message{k} ::= {level(k)}")
+        return f"message{k}"
+
+    return level(0), rules
+
+
 def _banned(shape: OutputShape) -> str:
     return _INSIDE if shape.kind == "message" else r"\n\[\]［］"
 
@@ -75,8 +114,8 @@ def gbnf(shape: OutputShape, max_tokens: int) -> str:
     steps = [f'"STEP {n}: " step "\\n"' for n in range(1, shape.steps)]
     if shape.kind == "message":
         last = (f'"STEP {shape.steps}: " ' if shape.steps else "") + 'lead "<" message ">"'
-        rules += [f'lead ::= [^{banned}]{{0,{line}}}',
-                  f'message ::= [^{_FIRST}] [^{_MESSAGE}]{{0,{shape.inside_chars() - 1}}}']
+        message, message_rules = _message_rules(shape.inside_chars(), gbnf_syntax=True)
+        rules += [f'lead ::= [^{banned}]{{0,{line}}}', f"message ::= {message}", *message_rules]
     else:
         last = f'"STEP {shape.steps}: " step "\\n" "I DECIDE TO CHOOSE [" [AB] "]"'
     return "\n".join([f"root ::= {' '.join(steps + [last])}", *rules])
@@ -89,7 +128,8 @@ def regex(shape: OutputShape, max_tokens: int) -> str:
     steps = "".join(f"STEP {n}: [^{banned}]{{1,{line}}}\\n" for n in range(1, shape.steps))
     if shape.kind == "message":
         head = f"STEP {shape.steps}: " if shape.steps else ""
-        return steps + head + f"[^{banned}]{{0,{line}}}<[^{_FIRST}][^{_MESSAGE}]{{0,{shape.inside_chars() - 1}}}>"
+        message, _ = _message_rules(shape.inside_chars(), gbnf_syntax=False)
+        return steps + head + f"[^{banned}]{{0,{line}}}<{message}>"
     return steps + f"STEP {shape.steps}: [^{banned}]{{1,{line}}}\\nI DECIDE TO CHOOSE \\[[AB]\\]"
 
 

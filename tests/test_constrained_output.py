@@ -53,7 +53,7 @@ def test_each_stage_sends_the_papers_format_as_llama_cpp_grammar(fake_llm):
     # message 1: the prompt's STEP 1-4, the last ending in exactly one <...> of 1-300 characters
     assert message_1.startswith('root ::= "STEP 1: " step "\\n" "STEP 2: "')
     assert '"STEP 4: " lead "<" message ">"' in message_1
-    assert re.search(r"message ::= \[\^[^\]]*\] \[\^[^\]]*\]\{0,299\}$", message_1, re.M)
+    assert re.search(r"^message ::= \( \[\^[^\]]*\] \[\^[^\]]*\]\{0,299\} \| \"T\" message1 \)$", message_1, re.M)
     # message 2: its prompt asks no steps: free text, then the message
     assert message_2.startswith('root ::= lead "<" message ">"') and "STEP" not in message_2
     # the decision: the prompt's STEP 1-5, then the paper's sentence with A or B
@@ -78,6 +78,10 @@ def test_vllm_gets_the_same_shape_as_a_regex(fake_llm, grammar_format):
     assert re.fullmatch(regexes[2], DECISION_OK)
     assert not re.fullmatch(regexes[2], DECISION_OK + "\nJust kidding, B.")
     assert not re.fullmatch(regexes[1], "Hi! <one> and <two>")
+    # not the prompt's own format example echoed back (the parser takes it for no message)
+    assert not re.fullmatch(regexes[1], "Hi! <The message you want to send>")
+    assert re.fullmatch(regexes[1], "Hi! <Then let's both choose A>")
+    assert not re.fullmatch(regexes[1], "Hi! <" + "a" * 301 + ">")
 
 
 def test_off_and_cloud_providers_send_the_papers_prompts_unconstrained(fake_llm, monkeypatch):
