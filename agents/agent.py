@@ -355,8 +355,7 @@ class PersonaAgent:
                         "with_communication": self.with_communication, "memory": self.memory,
                         # llm_constrained_output as this call had it, and the grammar it carried
                         "constrained_output": "on" if grammar else "off", "grammar_format": grammar,
-                        "grammar": grammars.describe(grammars.request_fields(
-                            grammar, options.shape, settings.max_tokens)) if grammar and options.shape else ""},
+                        "grammar": grammars.describe(grammar, options.shape, settings.max_tokens)},
             prompt_version=prompts.prompt_version(),
             messages=[{"role": m.role, "content": m.content} for m in sent],
             raw_reply=raw, parsed=parsed, status=status, error=error,

@@ -15,6 +15,7 @@ line gets a share of it (``step_chars``); a message holds 1 to min(300, the chat
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -155,6 +156,12 @@ def probe_fields(grammar_format: str) -> dict[str, Any]:
     raise ValueError(f"grammar format must be one of {GRAMMAR_FORMATS}, not {grammar_format!r}")
 
 
-def describe(fields: Optional[dict[str, Any]]) -> str:
-    """The grammar as it goes on a call's record (compact JSON), or ""."""
-    return json.dumps(fields, ensure_ascii=False, sort_keys=True) if fields else ""
+def describe(grammar_format: Optional[str], shape: Optional[OutputShape], max_tokens: int) -> str:
+    """The grammar a call carried, as it goes on the call's record: the shape and a hash of the
+    fields sent (``request_fields`` rebuilds them; the text itself would add kilobytes per row),
+    e.g. ``decision steps=5 chars=300 sha256=1f2e…``; "" when none was sent."""
+    if not grammar_format or shape is None:
+        return ""
+    fields = json.dumps(request_fields(grammar_format, shape, max_tokens), ensure_ascii=False, sort_keys=True)
+    return (f"{shape.kind} steps={shape.steps} chars={shape.inside_chars()} "
+            f"sha256={hashlib.sha256(fields.encode()).hexdigest()[:12]}")

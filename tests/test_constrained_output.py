@@ -6,6 +6,8 @@ that says what was wrong, the Test model's attempts one persona at a time, the t
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import re
 import time
 
@@ -17,6 +19,7 @@ from agents.config import ConfigError, ModelConfig
 from agents.models import build_model, inspect_server, throughput_warning
 from lab import session_settings
 from lab.session_settings import SessionConfigError
+from tests.fake_llm_server import FakeLLMServer
 
 DECISION_OK = ("STEP 1: B gives 80 or 40\nSTEP 2: A gives 70 or 10\nSTEP 3: new associate\nSTEP 4: trust\n"
                "STEP 5: fair\nI DECIDE TO CHOOSE [A]")
@@ -62,7 +65,10 @@ def test_each_stage_sends_the_papers_format_as_llama_cpp_grammar(fake_llm):
     for turn in turns:
         parameters = turn.calls[0].parameters
         assert parameters["constrained_output"] == "on" and parameters["grammar_format"] == "gbnf"
-        assert parameters["grammar"].startswith('{"grammar": "root ::=')
+        shape, sent = turn.calls[0].parameters["grammar"], chat_requests(fake_llm)[turns.index(turn)]["grammar"]
+        assert shape.startswith("decision steps=5 " if turn.turn == "decision" else "message steps=")
+        assert shape.endswith(hashlib.sha256(json.dumps({"grammar": sent}, ensure_ascii=False).encode())
+                              .hexdigest()[:12])
 
 
 @pytest.mark.parametrize("grammar_format", ["structured_outputs", "guided_regex"])
@@ -169,7 +175,7 @@ def test_the_reask_says_what_was_wrong_at_a_slightly_higher_temperature(fake_llm
     assert calls[0].status == "parse_error" and calls[0].error == "it contained no message inside <>"
 
 
-def test_test_model_runs_the_personas_one_after_another_and_shows_each_attempt(fake_llm):
+def test_test_model_runs_the_personas_one_after_another_and_shows_each_attempt():
     replies = {"cooperative": ["no brackets", MESSAGE_OK]}
 
     def reply(request, api):
@@ -177,9 +183,9 @@ def test_test_model_runs_the_personas_one_after_another_and_shows_each_attempt(f
             if any(prompts.PERSONA_NAMES[p] in request["messages"][0]["content"] for p in replies) else None
         return replies[persona].pop(0) if persona and replies[persona] else MESSAGE_OK
 
-    fake_llm.set(reply=reply, latency=0.3)
-    results = probe_personas(build_model(config(fake_llm)), language="en", seconds=5, concurrency=1)
-    assert fake_llm.peak_in_flight == 1
+    with FakeLLMServer(reply=reply, latency=0.3) as own_server:  # nothing in flight from other tests
+        results = probe_personas(build_model(config(own_server)), language="en", seconds=20, concurrency=1)
+    assert own_server.peak_in_flight == 1
     assert [r["persona"] for r in results] == ["cooperative", "fair", "selfish"]
     cooperative = results[0]
     assert [(a["attempt"], a["status"]) for a in cooperative["attempts"]] == [(1, "parse_error"), (2, "ok")]
