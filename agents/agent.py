@@ -59,6 +59,13 @@ def _steps_asked(prompt: str) -> int:
     return len(_STEP_LINE.findall(prompt))
 
 
+def _complete_under_grammar(settings, options: CallOptions, text: Optional[str]) -> bool:
+    """A reply sent with the paper's format as its grammar that reached the grammar's end."""
+    if getattr(settings, "grammar", None) is None or options.shape is None or not text:
+        return False
+    return text.rstrip().endswith(">" if options.shape.kind == "message" else ("[A]", "[B]"))
+
+
 def _fallback_note(kind: str, choice: Optional[str]) -> str:
     """What the agent remembers of a turn it did not answer in time (its history needs a reply)."""
     if kind == TurnKind.DECISION.value:
@@ -307,9 +314,13 @@ class PersonaAgent:
             _journal(self.journal.finished, record)
             raise
         status, parsed, flags, error = reply.status, None, [], reply.error
+        if status == CallStatus.LENGTH.value and _complete_under_grammar(self.model.settings, options, reply.text):
+            # The grammar's last character came with the last token allowed: the reply is whole.
+            status, error = CallStatus.OK.value, None
+            flags.append("complete_at_limit")
         answer, reasoning = split_reasoning(reply.text)
         reasoning = "\n".join(part for part in (reply.reasoning, reasoning) if part) or None
-        if reply.status == CallStatus.OK.value:
+        if status == CallStatus.OK.value:
             if kind == TurnKind.DECISION.value:
                 parsed = parse_choice(reply.text)
             else:
@@ -321,7 +332,7 @@ class PersonaAgent:
                 status = CallStatus.REFUSAL.value if is_refusal(reply.text) else CallStatus.PARSE_ERROR.value
         if status != CallStatus.OK.value and reply.status in (CallStatus.OK.value, CallStatus.LENGTH.value):
             # what was wrong with the reply: on the record, and the re-ask says it
-            error = "; ".join(filter(None, [reply.error, self._problem(kind, status, reply.text)]))
+            error = "; ".join(filter(None, [error, self._problem(kind, status, reply.text)]))
         record.raw_reply, record.parsed, record.status, record.error = reply.text, parsed, status, error
         record.reasoning, record.flags = reasoning, ",".join(flags)
         record.input_tokens, record.output_tokens, record.cost = reply.input_tokens, reply.output_tokens, reply.cost

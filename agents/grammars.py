@@ -10,7 +10,8 @@ server takes it (``GRAMMAR_FORMATS``). Ollama's ``format`` constrains JSON only,
 paper's text: Ollama is not offered a grammar (docs/agents.md).
 
 The lengths are bounded so that a constrained reply ends inside ``max_tokens``: each reasoning
-line gets a share of it (``step_chars``); a message holds 1 to min(300, the chat's limit) characters.
+line gets a share of it (``step_chars``); a message holds 1 to min(300, the chat's limit,
+max_tokens) characters.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ class OutputShape:
         share = REASONING_CHARS_PER_TOKEN * max_tokens // (2 * max(1, self.steps or 1))
         return max(MIN_STEP_CHARS, min(MAX_STEP_CHARS, share))
 
-    def inside_chars(self) -> int:
-        return max(1, min(MESSAGE_GRAMMAR_MAX_CHARS, self.message_chars))
+    def inside_chars(self, max_tokens: int) -> int:
+        """1 to 300 characters, the chat's limit, and no more than ``max_tokens`` (a message of a
+        character per token must still end inside the reply limit)."""
+        return max(1, min(MESSAGE_GRAMMAR_MAX_CHARS, self.message_chars, max_tokens))
 
 
 # Characters a line may not hold: no brackets of the answer's form before the answer.
@@ -115,7 +118,7 @@ def gbnf(shape: OutputShape, max_tokens: int) -> str:
     steps = [f'"STEP {n}: " step "\\n"' for n in range(1, shape.steps)]
     if shape.kind == "message":
         last = (f'"STEP {shape.steps}: " ' if shape.steps else "") + 'lead "<" message ">"'
-        message, message_rules = _message_rules(shape.inside_chars(), gbnf_syntax=True)
+        message, message_rules = _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=True)
         rules += [f'lead ::= [^{banned}]{{0,{line}}}', f"message ::= {message}", *message_rules]
     else:
         last = f'"STEP {shape.steps}: " step "\\n" "I DECIDE TO CHOOSE [" [AB] "]"'
@@ -129,7 +132,7 @@ def regex(shape: OutputShape, max_tokens: int) -> str:
     steps = "".join(f"STEP {n}: [^{banned}]{{1,{line}}}\\n" for n in range(1, shape.steps))
     if shape.kind == "message":
         head = f"STEP {shape.steps}: " if shape.steps else ""
-        message, _ = _message_rules(shape.inside_chars(), gbnf_syntax=False)
+        message, _ = _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=False)
         return steps + head + f"[^{banned}]{{0,{line}}}<{message}>"
     return steps + f"STEP {shape.steps}: [^{banned}]{{1,{line}}}\\nI DECIDE TO CHOOSE \\[[AB]\\]"
 
@@ -163,5 +166,5 @@ def describe(grammar_format: Optional[str], shape: Optional[OutputShape], max_to
     if not grammar_format or shape is None:
         return ""
     fields = json.dumps(request_fields(grammar_format, shape, max_tokens), ensure_ascii=False, sort_keys=True)
-    return (f"{shape.kind} steps={shape.steps} chars={shape.inside_chars()} "
+    return (f"{shape.kind} steps={shape.steps} chars={shape.inside_chars(max_tokens)} "
             f"sha256={hashlib.sha256(fields.encode()).hexdigest()[:12]}")

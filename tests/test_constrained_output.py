@@ -53,10 +53,11 @@ def test_each_stage_sends_the_papers_format_as_llama_cpp_grammar(fake_llm):
     turns = play_round(build_model(config(fake_llm, constrained_output="on", grammar_format="gbnf")))
     assert [t.status for t in turns] == ["ok", "ok", "ok"]
     message_1, message_2, decision = (r["grammar"] for r in chat_requests(fake_llm))
-    # message 1: the prompt's STEP 1-4, the last ending in exactly one <...> of 1-300 characters
+    # message 1: the prompt's STEP 1-4, the last ending in exactly one <...> of 1-300 characters,
+    # here 1-128: no more than max_tokens
     assert message_1.startswith('root ::= "STEP 1: " step "\\n" "STEP 2: "')
     assert '"STEP 4: " lead "<" message ">"' in message_1
-    assert re.search(r"^message ::= \( \[\^[^\]]*\] \[\^[^\]]*\]\{0,299\} \| \"T\" message1 \)$", message_1, re.M)
+    assert re.search(r"^message ::= \( \[\^[^\]]*\] \[\^[^\]]*\]\{0,127\} \| \"T\" message1 \)$", message_1, re.M)
     # message 2: its prompt asks no steps: free text, then the message
     assert message_2.startswith('root ::= lead "<" message ">"') and "STEP" not in message_2
     # the decision: the prompt's STEP 1-5, then the paper's sentence with A or B
@@ -227,3 +228,18 @@ def test_session_creation_warns_with_the_numbers(fake_llm):
     check = record["model_check"]
     assert check["status"] == "ok" and check["tokens_per_second"] > 0
     assert "llm_max_tokens = 8000" in check["warning"] and "(decision, 20 s)" in check["warning"]
+
+
+def test_a_constrained_reply_that_ends_with_the_last_token_allowed_is_whole(fake_llm):
+    # finish_reason "length" although the grammar's shape was complete (its ">" was the last token)
+    fake_llm.set(mode="truncated", reply="STEP 4: <Both A?>" * 2)
+    constrained = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="on")), seed=1)
+    turn = asyncio.run(constrained.message_2(1, associate_message_1="hi", deadline=time.monotonic() + 10))
+    assert (turn.status, turn.text, turn.calls[0].flags) == ("ok", "Both A?", "complete_at_limit")
+    fake_llm.set(reply="STEP 4: <Both A?> and more" * 2)  # cut inside the text: truncated, re-asked
+    turn = asyncio.run(constrained.message_2(2, associate_message_1="hi", deadline=time.monotonic() + 10))
+    assert turn.calls[0].status == "length" and len(turn.calls) == 2
+    unconstrained = PersonaAgent("agent-2", "fair", build_model(config(fake_llm, constrained_output="off")), seed=1)
+    fake_llm.set(reply="STEP 4: <Both A?>" * 2)
+    turn = asyncio.run(unconstrained.message_2(1, associate_message_1="hi", deadline=time.monotonic() + 10))
+    assert turn.calls[0].status == "length"  # without a grammar nothing says the reply was whole
