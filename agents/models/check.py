@@ -75,15 +75,16 @@ class ServerInspection:
     notes: tuple[str, ...] = ()  # what each grammar probe got, for the log
 
 
-def _run_private(coroutine_factory) -> object:
-    """Run ``coroutine_factory()`` on a private thread with its own loop (callable from anywhere)."""
+def _run_private(coroutine_factory) -> "ServerInspection":
+    """Run ``coroutine_factory()`` on a private thread with its own loop (callable from anywhere);
+    a failure is an inspection that found nothing."""
     outcome: list = []
 
     def run() -> None:
         try:
             outcome.append(asyncio.run(coroutine_factory()))
         except Exception as error:  # pragma: no cover - the layers turn errors into replies
-            outcome.append(ModelReply(CallStatus.PROVIDER_ERROR.value, error=redact(repr(error))))
+            outcome.append(ServerInspection(None, None, (redact(repr(error)),)))
 
     worker = threading.Thread(target=run, name="agents-model-inspection")
     worker.start()
