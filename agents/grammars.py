@@ -62,9 +62,11 @@ class OutputShape:
 # Characters a line may not hold: no brackets of the answer's form before the answer.
 _INSIDE = r"\n<>＜＞"
 # Inside the brackets: nothing the parser would take for HTML rather than a message (a closing
-# tag "</p>", a comment "<!--", attributes "x=y"), and no opening blank or quote it would strip.
+# tag "</p>", a comment "<!--", attributes "x=y").
 _MESSAGE = _INSIDE + "="
-_FIRST = _MESSAGE + r" \t\"'/!"
+# First character: not "|" either ("<|im_end|>" is a chat template's stop sequence: the server
+# cuts the reply there, dropping the message), nor one the parser strips from a message's ends.
+_FIRST = _MESSAGE + r" \t\"'/!|*_`“”‘’「」『』"
 
 
 # The prompt's own format example (prompts/_message_format.j2 shows "<The message you want to
