@@ -64,9 +64,10 @@ _INSIDE = r"\n<>＜＞"
 # Inside the brackets: nothing the parser would take for HTML rather than a message (a closing
 # tag "</p>", a comment "<!--", attributes "x=y").
 _MESSAGE = _INSIDE + "="
-# First character: not "|" either ("<|im_end|>" is a chat template's stop sequence: the server
-# cuts the reply there, dropping the message), nor one the parser strips from a message's ends.
-_FIRST = _MESSAGE + r" \t\"'/!|*_`“”‘’「」『』"
+# First character: no blank or quote the parser strips from a message's ends. (Banning "|" too,
+# against a rare "<|im_end|>" that the server cuts as its stop sequence, or "*_`" and curly
+# quotes, left SmolLM2 on llama-cpp-python 0.3.36 no token after "<": the reply ended there.)
+_FIRST = _MESSAGE + r" \t\"'/!"
 
 
 # The prompt's own format example (prompts/_message_format.j2 shows "<The message you want to
