@@ -108,6 +108,8 @@ def inspect_server(cfg: ModelConfig, *, model: Optional[LanguageModel] = None,
     async def inspect() -> ServerInspection:
         found, notes = None, []
         wanted = [cfg.grammar_format] if cfg.grammar_format else list(grammars.GRAMMAR_FORMATS)
+        if cfg.constrained_output == "off":
+            wanted = []  # nothing to find: the speed only
         for grammar_format in wanted:
             reply = await one(CHECK_PROMPT, CallOptions(fields=grammars.probe_fields(grammar_format),
                                                         max_tokens=16, temperature=0.0))
