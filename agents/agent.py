@@ -19,15 +19,17 @@ import dataclasses
 import hashlib
 import math
 import random
+import re
 import time
 import uuid
 from typing import Any, Optional
 
 import protocol
 
-from . import prompts
-from .models import call_charges, call_scope, redact
-from .parsing import cut_message, is_refusal, parse_choice, parse_message, split_reasoning
+from . import grammars, prompts
+from .models import CallOptions, call_charges, call_options, call_scope, redact
+from .parsing import (choice_problem, cut_message, is_refusal, message_problem, parse_choice, parse_message,
+                      split_reasoning)
 from .tokens import count_message_tokens
 from .types import CallRecord, CallStatus, ChatMessage, LanguageModel, TurnKind, TurnResult, TurnStatus
 
@@ -39,10 +41,29 @@ TURN_MARGIN_SECONDS = 0.05
 MAX_TURN_MARGIN_SECONDS = 0.5
 # A re-ask is only worth sending with this much time left.
 MIN_REASK_SECONDS = 1.0
+# The re-ask samples a little hotter than the first ask (when the session sets a temperature) and
+# with the next seed (when it sets one): with the problem line appended, never the same request.
+REASK_TEMPERATURE_STEP = 0.2
+MAX_TEMPERATURE = 2.0
 REASKABLE = {CallStatus.PARSE_ERROR.value, CallStatus.LENGTH.value, CallStatus.REFUSAL.value}
 MEMORY_SCOPES = ("round", "game")
 PENDING = "pending"  # a call record written before sending (CallJournal.started), not yet answered
 EMPTY_REPLY = "(no reply)"
+
+
+_STEP_LINE = re.compile(r"^STEP \d+:", re.MULTILINE)
+
+
+def _steps_asked(prompt: str) -> int:
+    """How many reasoning steps the prompt asks for (its ``STEP n:`` lines)."""
+    return len(_STEP_LINE.findall(prompt))
+
+
+def _complete_under_grammar(settings, options: CallOptions, text: Optional[str]) -> bool:
+    """A reply sent with the paper's format as its grammar that reached the grammar's end."""
+    if getattr(settings, "grammar", None) is None or options.shape is None or not text:
+        return False
+    return text.rstrip().endswith(">" if options.shape.kind == "message" else ("[A]", "[B]"))
 
 
 def _fallback_note(kind: str, choice: Optional[str]) -> str:
@@ -179,21 +200,26 @@ class PersonaAgent:
                 calls.append(fitted)
                 return self._finish(round_number, kind, started, calls, exchange, None, fitted.status)
             sent, trimmed = fitted
-            record = await self._call(sent, round_number, kind, 1, model_deadline, trimmed)
+            shape = grammars.OutputShape("decision" if is_decision else "message", _steps_asked(prompt),
+                                         self.message_max_chars)
+            record = await self._call(sent, round_number, kind, 1, model_deadline, trimmed,
+                                      CallOptions(shape=shape))
             calls.append(record)
             if record.status == CallStatus.OK.value:
                 status, parsed = TurnStatus.OK.value, record.parsed
                 exchange.append({"role": "assistant", "content": record.raw_reply})
             elif record.status in REASKABLE and model_deadline - time.monotonic() >= MIN_REASK_SECONDS:
                 too_long = "message_too_long" in record.flags
-                reask = prompts.reask_prompt(is_decision, too_long=too_long, max_chars=self.message_max_chars)
+                reask = prompts.reask_prompt(is_decision, too_long=too_long, max_chars=self.message_max_chars,
+                                             problem=self._problem(kind, record.status, record.raw_reply))
                 bad_reply = record.raw_reply or EMPTY_REPLY
                 refit = self._fit([ChatMessage("user", prompt), ChatMessage("assistant", bad_reply),
                                    ChatMessage("user", reask)], round_number)
                 if not isinstance(refit, CallRecord):
                     exchange += [{"role": "assistant", "content": bad_reply}, {"role": "user", "content": reask}]
                     sent, trimmed = refit
-                    record = await self._call(sent, round_number, kind, 2, model_deadline, trimmed)
+                    record = await self._call(sent, round_number, kind, 2, model_deadline, trimmed,
+                                              self._reask_options(shape))
                     calls.append(record)
                     if record.status == CallStatus.OK.value:
                         status, parsed = TurnStatus.REASKED.value, record.parsed
@@ -253,26 +279,48 @@ class PersonaAgent:
             kept = {round_number, *earlier_rounds[trimmed:]}
             context = [ChatMessage(e["role"], e["content"]) for e in self.conversation if e["round"] in kept]
 
+    def _problem(self, kind: str, status: str, reply: Optional[str]) -> Optional[str]:
+        """In a few words, why a reply could not be used (None: not a problem of the reply's text)."""
+        if status == CallStatus.LENGTH.value:
+            return f"it was cut off at the limit of {self.model.settings.max_tokens} tokens before it ended"
+        if status not in (CallStatus.PARSE_ERROR.value, CallStatus.REFUSAL.value):
+            return None
+        if kind == TurnKind.DECISION.value:
+            return choice_problem(reply)
+        return message_problem(reply, self.message_max_chars)
+
+    def _reask_options(self, shape: grammars.OutputShape) -> CallOptions:
+        settings = self.model.settings
+        temperature = settings.temperature
+        if temperature is not None:
+            temperature = round(min(MAX_TEMPERATURE, temperature + REASK_TEMPERATURE_STEP), 3)
+        seed = None if settings.seed is None else settings.seed + 1
+        return CallOptions(shape=shape, temperature=temperature, seed=seed)
+
     async def _call(self, sent: list[ChatMessage], round_number: int, kind: str, attempt: int,
-                    deadline: float, trimmed: int = 0) -> CallRecord:
-        record = self._record(sent, round_number, kind, attempt, None, None, PENDING, None)
+                    deadline: float, trimmed: int = 0, options: CallOptions = CallOptions()) -> CallRecord:
+        record = self._record(sent, round_number, kind, attempt, None, None, PENDING, None, options)
         record.prompt_tokens = count_message_tokens(sent, self.model.settings.provider)
         record.trimmed = trimmed
         record.time_sent = time.time()
         _journal(self.journal.started, record)
         try:
             with call_scope(f"{self.agent_id}|{self.seed}|r{round_number}|{kind}|{attempt}"), \
-                    call_charges() as charges:
+                    call_options(options), call_charges() as charges:
                 reply = await self.model.complete(list(sent), deadline=deadline)
         except asyncio.CancelledError:
             record.status, record.time_done = CallStatus.CANCELLED.value, time.time()
             self._charged(record, charges)
             _journal(self.journal.finished, record)
             raise
-        status, parsed, flags = reply.status, None, []
+        status, parsed, flags, error = reply.status, None, [], reply.error
+        if status == CallStatus.LENGTH.value and _complete_under_grammar(self.model.settings, options, reply.text):
+            # The grammar's last character came with the last token allowed: the reply is whole.
+            status, error = CallStatus.OK.value, None
+            flags.append("complete_at_limit")
         answer, reasoning = split_reasoning(reply.text)
         reasoning = "\n".join(part for part in (reply.reasoning, reasoning) if part) or None
-        if reply.status == CallStatus.OK.value:
+        if status == CallStatus.OK.value:
             if kind == TurnKind.DECISION.value:
                 parsed = parse_choice(reply.text)
             else:
@@ -282,7 +330,10 @@ class PersonaAgent:
                     status = CallStatus.PARSE_ERROR.value  # re-asked for a shorter one
             if parsed is None:
                 status = CallStatus.REFUSAL.value if is_refusal(reply.text) else CallStatus.PARSE_ERROR.value
-        record.raw_reply, record.parsed, record.status, record.error = reply.text, parsed, status, reply.error
+        if status != CallStatus.OK.value and reply.status in (CallStatus.OK.value, CallStatus.LENGTH.value):
+            # what was wrong with the reply: on the record, and the re-ask says it
+            error = "; ".join(filter(None, [error, self._problem(kind, status, reply.text)]))
+        record.raw_reply, record.parsed, record.status, record.error = reply.text, parsed, status, error
         record.reasoning, record.flags = reasoning, ",".join(flags)
         record.input_tokens, record.output_tokens, record.cost = reply.input_tokens, reply.output_tokens, reply.cost
         record.time_sent = reply.time_sent or record.time_sent
@@ -301,14 +352,21 @@ class PersonaAgent:
             record.flags = ",".join(filter(None, [record.flags, "cost_estimated"]))
 
     def _record(self, sent: list[ChatMessage], round_number: int, kind: str, attempt: int, raw: Optional[str],
-                parsed: Optional[str], status: str, error: Optional[str]) -> CallRecord:
+                parsed: Optional[str], status: str, error: Optional[str],
+                options: CallOptions = CallOptions()) -> CallRecord:
         settings = self.model.settings
+        grammar = getattr(settings, "grammar", None)
         return CallRecord(
             call_id=uuid.uuid4().hex, agent_id=self.agent_id, round_number=round_number, turn=kind,
             attempt=attempt, provider=settings.provider, model=settings.model,
-            parameters={"temperature": settings.temperature, "max_tokens": settings.max_tokens,
-                        "seed": settings.seed, "persona": self.persona, "language": self.language,
-                        "with_communication": self.with_communication, "memory": self.memory},
+            parameters={"temperature": settings.temperature if options.temperature is None else options.temperature,
+                        "max_tokens": settings.max_tokens,
+                        "seed": settings.seed if options.seed is None else options.seed,
+                        "persona": self.persona, "language": self.language,
+                        "with_communication": self.with_communication, "memory": self.memory,
+                        # llm_constrained_output as this call had it, and the grammar it carried
+                        "constrained_output": "on" if grammar else "off", "grammar_format": grammar,
+                        "grammar": grammars.describe(grammar, options.shape, settings.max_tokens)},
             prompt_version=prompts.prompt_version(),
             messages=[{"role": m.role, "content": m.content} for m in sent],
             raw_reply=raw, parsed=parsed, status=status, error=error,
@@ -382,13 +440,23 @@ class PersonaAgent:
 
 
 def probe_personas(model: LanguageModel, *, language: str = "zh", with_communication: bool = True,
-                   seconds: float = 60.0) -> list[dict[str, Any]]:
+                   seconds: float = 60.0, concurrency: int = 1) -> list[dict[str, Any]]:
     """One first turn per persona (message 1, or the decision without chat), as the lab would
-    ask it: what came back, what was parsed, status, latency and tokens. For the agents page's
-    "Test model" button. Runs on a private thread with its own loop; never raises."""
+    ask it: what came back, what was parsed, status, latency and tokens, and the same for each
+    attempt (``attempts``: the first ask and the re-ask apart). For the agents page's "Test
+    model" button. At most ``concurrency`` personas at once (1: one after another, so a local
+    server answering one request at a time is not asked three at once); each persona's
+    ``seconds`` start when its turn begins. Runs on a private thread with its own loop; never raises."""
     import threading
 
     results: list[dict[str, Any]] = []
+
+    def attempt_row(call: CallRecord) -> dict[str, Any]:
+        latency = call.time_done - call.time_sent if call.time_done and call.time_sent else None
+        return dict(attempt=call.attempt, status=call.status, reply=call.raw_reply, parsed=call.parsed,
+                    error=call.error, latency=latency, input_tokens=call.input_tokens,
+                    output_tokens=call.output_tokens, temperature=call.parameters.get("temperature"),
+                    constrained_output=call.parameters.get("constrained_output"))
 
     async def probe(persona: str) -> dict[str, Any]:
         agent = PersonaAgent(f"test-{persona}", persona, model, language=language,
@@ -408,10 +476,17 @@ def probe_personas(model: LanguageModel, *, language: str = "zh", with_communica
                     latency=latency, calls=len(turn.calls),
                     input_tokens=sum(c.input_tokens or 0 for c in turn.calls),
                     output_tokens=sum(c.output_tokens or 0 for c in turn.calls),
-                    error=last.error if last else None, flags=turn.flags)
+                    error=last.error if last else None, flags=turn.flags,
+                    attempts=[attempt_row(call) for call in turn.calls])
 
     async def probe_all() -> list[dict[str, Any]]:
-        return list(await asyncio.gather(*(probe(persona) for persona in prompts.PERSONA_NAMES)))
+        slots = asyncio.Semaphore(max(1, concurrency))
+
+        async def in_turn(persona: str) -> dict[str, Any]:
+            async with slots:
+                return await probe(persona)
+
+        return list(await asyncio.gather(*(in_turn(persona) for persona in prompts.PERSONA_NAMES)))
 
     def run() -> None:
         try:

@@ -62,6 +62,12 @@ class ModelConfig(BaseModel):
     context_window: Optional[int] = Field(
         None, ge=256, description="tokens (prompt + reply); None = agents/context_windows.toml's, if listed")
     check_model: bool = Field(True, description="lab: one real call at session creation; off for offline demos")
+    constrained_output: Literal["auto", "on", "off"] = Field(
+        "auto", description="the server's sampler told the paper's reply format (agents/grammars.py): on, off, or "
+                            "auto = on for an openai_compatible server that takes a grammar (found by the model "
+                            "check), off for the cloud providers and without a check")
+    grammar_format: Optional[Literal["gbnf", "structured_outputs", "guided_regex"]] = Field(
+        None, description="how the server takes the grammar; None = found by the model check (on without it: gbnf)")
     simulated_latency: float = Field(0.0, ge=0, description="simulated: seconds each reply takes")
     simulated_seed: int = 0
     simulated_fair_break_rate: float = Field(0.1, ge=0, le=1, description="simulated: fair agent breaks its word")
@@ -79,6 +85,9 @@ class ModelConfig(BaseModel):
             object.__setattr__(self, "api_key_env", DEFAULT_API_KEY_ENV[self.provider])
         if self.provider == "gemini" and not self.base_url:
             object.__setattr__(self, "base_url", GEMINI_OPENAI_BASE_URL)
+        if self.constrained_output == "on" and self.provider not in ("openai_compatible", "simulated"):
+            raise ValueError(f"constrained_output 'on' needs an openai_compatible server (llama.cpp, vLLM) that "
+                             f"takes a grammar; {self.provider} does not (use auto or off)")
         if self.api_key_env and not self.api_key_env.replace("_", "").isalnum():
             raise ValueError("api_key_env must be the NAME of an environment variable (letters, digits, _)")
         return self
@@ -118,6 +127,12 @@ class ModelConfig(BaseModel):
             raise ConfigError(_describe(error, prefix=SESSION_CONFIG_PREFIX)) from None
 
     # --- derived -------------------------------------------------------------------------
+    def grammar(self) -> Optional[str]:
+        """The grammar format the requests carry, or None (unconstrained: off, or auto unresolved)."""
+        if self.constrained_output != "on" or self.provider != "openai_compatible":
+            return None
+        return self.grammar_format or "gbnf"
+
     def api_key(self) -> Optional[str]:
         """The key from the environment, read at client creation only; never stored or logged."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -177,7 +192,7 @@ def session_config_defaults() -> dict[str, Any]:
     """Flat ``llm_*`` keys for oTree's SESSION_CONFIG_DEFAULTS ("" = not set / default)."""
     keys = ("provider", "model", "temperature", "max_tokens", "seed", "base_url", "api_key_env",
             "request_timeout", "max_retries", "concurrency", "requests_per_minute", "memory", "context_window",
-            "check_model")
+            "check_model", "constrained_output")
     defaults = ModelConfig()
     out = {}
     for key in keys:

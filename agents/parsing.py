@@ -170,3 +170,37 @@ def parse_choice(reply: Optional[str]) -> Optional[str]:
     if _RETRACTION.search(text[last_end:]):
         return None  # stated, then taken back
     return chosen[0]
+
+
+def message_problem(reply: Optional[str], max_chars: int = protocol.MESSAGE_MAX_CHARS) -> str:
+    """What is wrong with a reply as a message turn, in a few words (the re-ask says it)."""
+    answer, _ = split_reasoning(reply)
+    if not answer:
+        return "the reply was empty"
+    found = parse_message(answer, max_chars=None)
+    if found is not None and len(found) > max_chars:
+        return f"the message inside <> has {len(found)} characters; the chat takes at most {max_chars}"
+    if found is None and is_refusal(answer):
+        return "the reply refused the task instead of answering it"
+    if not any(pattern.search(strip_html(answer)) for pattern in _MESSAGE_PATTERNS):
+        return "it contained no message inside <>"
+    return "the text inside <> was empty, a placeholder or markup, not a message"
+
+
+def choice_problem(reply: Optional[str]) -> str:
+    """What is wrong with a reply as a decision turn, in a few words (the re-ask says it)."""
+    answer, _ = split_reasoning(reply)
+    if not answer:
+        return "the reply was empty"
+    text = unicodedata.normalize("NFKC", answer)
+    sentences = list(_CHOICE_SENTENCE.finditer(text))
+    if not sentences:
+        return ("the reply refused the task instead of answering it" if is_refusal(answer)
+                else "it did not end with the sentence I DECIDE TO CHOOSE [A] or I DECIDE TO CHOOSE [B]")
+    letters = {m.group(1).upper() for s in sentences
+               if (m := _CHOICE_LETTER.match(text[s.end(): s.end() + 80])) is not None}
+    if not letters:
+        return "the sentence I DECIDE TO CHOOSE had no letter A or B after it"
+    if len(letters) > 1:
+        return "it chose both A and B"
+    return "the choice was unclear (both letters, or taken back after it was stated)"

@@ -129,8 +129,15 @@ def decision_prompt(
                   own_message_2=own_message_2, associate_message_2=associate_message_2, **common)
 
 
-def reask_prompt(is_decision: bool, *, too_long: bool = False, max_chars: int = protocol.MESSAGE_MAX_CHARS) -> str:
-    """Our one-time re-ask after a malformed reply, or a message over the limit (not in the paper)."""
+def reask_prompt(is_decision: bool, *, too_long: bool = False, max_chars: int = protocol.MESSAGE_MAX_CHARS,
+                 problem: Optional[str] = None) -> str:
+    """Our one-time re-ask after a malformed reply, or a message over the limit (not in the paper);
+    ``problem`` (what the parser found wrong) is appended as one line, so the re-ask is never the
+    request that failed."""
     if too_long and not is_decision:
-        return render("reask_message_shorter.j2", max_chars=max_chars, max_words=protocol.AGENT_MESSAGE_MAX_WORDS)
-    return render("reask_decision.j2" if is_decision else "reask_message.j2")
+        text = render("reask_message_shorter.j2", max_chars=max_chars, max_words=protocol.AGENT_MESSAGE_MAX_WORDS)
+    else:
+        text = render("reask_decision.j2" if is_decision else "reask_message.j2")
+    if problem:
+        text += "\n" + render("reask_problem.j2", problem=" ".join(problem.split()).rstrip("."))
+    return text

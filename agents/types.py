@@ -62,6 +62,9 @@ class ModelSettings:
     seed: Optional[int] = None
     context_window: Optional[int] = None  # tokens, prompt + reply; None = unknown (not checked)
     memory: str = "round"  # the agents' default memory scope ("round" | "game")
+    # How the server is told the reply's format (agents/grammars.py: gbnf, structured_outputs,
+    # guided_regex), or None: unconstrained (llm_constrained_output off, or a cloud provider).
+    grammar: Optional[str] = None
 
 
 @dataclass

@@ -83,8 +83,12 @@ QUIZ_FIELDS = ["quiz_AA", "quiz_AB", "quiz_BA", "quiz_BB", "quiz_same_associate"
 
 # FUNCTIONS
 def creating_session(subsession: Subsession):
-    session_settings.validate(subsession.session.config, len(subsession.get_players()),
-                              record=subsession.session.vars)
+    # validate writes what the model check resolved (llm_constrained_output) into the config: a
+    # copy, assigned back, so the database stores it (oTree does not track changes inside the dict,
+    # and the dict changed in place would compare equal to the one assigned)
+    config = dict(subsession.session.config)
+    session_settings.validate(config, len(subsession.get_players()), record=subsession.session.vars)
+    subsession.session.config = config
     manifest.freeze(subsession)  # after validation: a refused session records nothing
 
 

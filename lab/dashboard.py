@@ -438,7 +438,8 @@ def model_check_status(session) -> str:
     for source in (session.vars or {}, session.config or {}):
         value = source.get("model_check") or source.get("model_check_status")
         if isinstance(value, dict):
-            value = value.get("status") or json.dumps(value, default=str)
+            warning = value.get("warning")
+            value = (value.get("status") or json.dumps(value, default=str)) + (f"; warning: {warning}" if warning else "")
         if value:
             return str(value)
     return "not run"

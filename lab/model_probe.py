@@ -1,4 +1,5 @@
-"""The experimenter's "Test model" button: a probe of the session's model, one first turn per persona.
+"""The experimenter's "Test model" button: a probe of the session's model, one first turn per persona
+(one after another on an openai_compatible server, else at ``llm_concurrency``), each attempt shown.
 
 The agents page (``admin_report`` in lab/agent_pages.py) notes what the route needs
 (``TEST_TARGETS``) and shows its last results (``MODEL_TESTS``); the route itself is installed at
@@ -26,16 +27,29 @@ def run_model_test(session_code: str) -> dict:
     if target is None:
         return dict(error="open the session's agents page first")
     started = time.time()
+    config = target["config"]
+    # A local server (openai_compatible) answers one request at a time: one persona after another.
+    concurrency = 1 if config.provider == "openai_compatible" else config.concurrency
     try:
-        results = probe_personas(build_model(target["config"]), language=target["language"],
-                                 with_communication=target["with_chat"])
+        results = probe_personas(build_model(config), language=target["language"],
+                                 with_communication=target["with_chat"], concurrency=concurrency)
     except Exception as error:  # a config the check let through but the SDK refuses
         results = [dict(persona="(all)", status="error", error=f"{type(error).__name__}: {error}")]
-    shown = ("persona", "status", "fallback_reason", "reply", "parsed", "error", "flags")
-    outcome = dict(at=time.strftime("%H:%M:%S", time.localtime(started)), results=[
-        dict({key: r.get(key) or "" for key in shown},
-             latency="" if r.get("latency") is None else f"{r['latency']:.2f} s",
-             tokens=f"{r.get('input_tokens') or 0}/{r.get('output_tokens') or 0}") for r in results])
+    outcome = dict(at=time.strftime("%H:%M:%S", time.localtime(started)), concurrency=concurrency,
+                   constrained_output=config.constrained_output, results=[])
+    for r in results:  # one row per attempt: the first ask and the re-ask, each with its reply
+        turn = dict(persona=r.get("persona") or "", status=r.get("status") or "",
+                    fallback_reason=r.get("fallback_reason") or "", flags=r.get("flags") or "",
+                    parsed=r.get("parsed") or "")
+        attempts = r.get("attempts") or [dict(attempt="", status=r.get("status"), reply=r.get("reply"),
+                                               error=r.get("error"))]
+        for a in attempts:
+            outcome["results"].append(dict(
+                turn, attempt=a.get("attempt") or "", attempt_status=a.get("status") or "",
+                reply=a.get("reply") or "", parsed_attempt=a.get("parsed") or "", error=a.get("error") or "",
+                temperature="" if a.get("temperature") is None else a["temperature"],
+                latency="" if a.get("latency") is None else f"{a['latency']:.2f} s",
+                tokens=f"{a.get('input_tokens') or 0}/{a.get('output_tokens') or 0}"))
     MODEL_TESTS[session_code] = outcome
     return outcome
 

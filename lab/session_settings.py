@@ -187,7 +187,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
             raise SessionConfigError(str(exc)) from None
     else:
         from agents.config import ConfigError, ModelConfig
-        from agents.models import build_model, check_model
+        from agents.models import build_model, check_model, resolve_constrained_output
 
         try:
             model_config = ModelConfig.from_session_config(merged)
@@ -211,6 +211,58 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
             if problem:
                 raise SessionConfigError(f"Agent model: {problem} (set llm_check_model to false to skip "
                                          "this check, e.g. for an offline demo)")
+            if model_config.provider == "openai_compatible":
+                _inspect_server(config, model_config, model, p, record)
+        if model_config.constrained_output == "auto" and "llm_constrained_output" not in _resolved(config):
+            # no check, or a cloud provider: auto is off, and the session records it so
+            config.update(_resolved_keys(resolve_constrained_output(model_config, None)))
         if float(merged.get("session_budget") or 0) < 0:
             raise SessionConfigError("Session config 'session_budget' must be 0 (no limit) or positive.")
     return p
+
+
+# The model keys the model check resolves, written into the session's config (so the engine, the
+# frozen manifest and a restarted server all use what the check found).
+_RESOLVED_MARK = "constrained_output_resolved_at"  # not llm_*: not a model setting
+
+
+def _resolved(config: dict) -> dict:
+    return config if config.get(_RESOLVED_MARK) else {}
+
+
+def _resolved_keys(cfg) -> dict:
+    return {"llm_constrained_output": cfg.constrained_output, "llm_grammar_format": cfg.grammar_format or "",
+            _RESOLVED_MARK: time.time()}
+
+
+def agent_stage_seconds(p: SessionParams) -> dict[str, float]:
+    """The stages in which an agent calls its model, and their limits."""
+    return {stage: p.stage_limits[stage] for stage in ("message_1", "message_2", "decision")}
+
+
+def _inspect_server(config: dict, model_config, model, p: SessionParams, record: dict | None) -> None:
+    """An openai_compatible server at the model check: the grammar it takes (llm_constrained_output
+    auto/on) and its speed, warned about when llm_max_tokens cannot be written in the shortest stage."""
+    import logging
+
+    from agents.models import inspect_server, resolve_constrained_output, throughput_warning
+
+    log = logging.getLogger("lab.agents")
+    inspection = inspect_server(model_config, model=model)
+    log.info("model check of %s: grammar %s (%s), %s tokens/s", model_config.base_url, inspection.grammar_format,
+             "; ".join(inspection.notes), inspection.tokens_per_second)
+    if model_config.constrained_output == "on" and inspection.grammar_format is None:
+        raise SessionConfigError(
+            f"Agent model: llm_constrained_output is on, but the server at {model_config.base_url} obeyed none "
+            f"of the grammar fields tried ({'; '.join(inspection.notes)}). Use auto or off, or a server that "
+            f"takes a grammar (llama.cpp, vLLM; docs/agents.md).")
+    resolved = resolve_constrained_output(model_config, inspection)
+    config.update(_resolved_keys(resolved))
+    warning = throughput_warning(model_config, inspection.tokens_per_second, agent_stage_seconds(p))
+    if warning:
+        log.warning("Agent model: %s", warning)
+    if record is not None and "model_check" in record:
+        record["model_check"].update(
+            constrained_output=resolved.constrained_output, grammar_format=resolved.grammar_format,
+            tokens_per_second=None if inspection.tokens_per_second is None else round(inspection.tokens_per_second, 1),
+            warning=warning)

@@ -45,6 +45,13 @@ Settings (``set(**kwargs)``, all changeable while requests are in flight):
 - ``context_window`` (int or None): a request whose messages (counted as characters / 4) plus
   ``max_tokens`` exceed it gets HTTP 400 with llama.cpp's context-size error.
 - ``models`` (set of names or None): a request for another model gets HTTP 404 "model not found".
+- ``grammar_fields`` (set or None): the grammar fields the server obeys, of ``grammar`` (llama.cpp's
+  GBNF), ``structured_outputs`` and ``guided_regex`` (vLLM). An obeyed grammar that allows one
+  literal only (the model check's probe, ``root ::= "X"`` or a regex without metacharacters) is
+  answered with that literal; any other obeyed grammar leaves the reply as set. None: every
+  grammar field is ignored, like a server that does not know them.
+- ``reject_unknown_fields`` (bool): a grammar field the server does not obey gets HTTP 400
+  ("unrecognized request argument"), as OpenAI's API answers.
 
 Counters: ``request_count`` (all requests received), ``requests`` (list of ``(api, request_json)``),
 ``in_flight`` and ``peak_in_flight`` (concurrent requests being served).
@@ -54,6 +61,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 import uuid
@@ -74,6 +82,8 @@ DEFAULTS: dict[str, Any] = {
     "reasoning": None,
     "context_window": None,
     "models": None,
+    "grammar_fields": None,
+    "reject_unknown_fields": False,
 }
 DEFAULT_MESSAGE_REPLY = (
     "STEP 1: If I choose B and my associate chooses A, I get 80 and they get 10; if both choose B, 40 each.\n"
@@ -255,10 +265,20 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                         f"the request exceeds the available context size ({prompt_tokens} prompt tokens + "
                         f"max_tokens > n_ctx {window}), try increasing it"))
                     return
+            grammar = _grammar_in(request)
+            if grammar is not None and grammar[0] not in (settings["grammar_fields"] or ()):
+                if settings["reject_unknown_fields"]:
+                    self._send_json(400, _error_body(api, "invalid_request_error",
+                                                     f"Unrecognized request argument supplied: {grammar[0]}"))
+                    return
+                grammar = None
             if fault == "malformed":
                 self._send_raw(200, b'{"id": "broken", "choices": [', "application/json")
                 return
             text = _reply_text(settings["reply"], request, api)
+            literal = _only_literal(grammar)
+            if literal is not None:
+                text = literal
             truncated = fault == "truncated"
             if truncated:
                 text = text[: max(1, len(text) // 2)]
@@ -290,6 +310,29 @@ def _reply_text(source: ReplySource, request: dict, api: str) -> str:
     if callable(source):
         return source(request, api)
     return source
+
+
+GRAMMAR_FIELDS = ("grammar", "structured_outputs", "guided_regex")
+
+
+def _grammar_in(request: dict) -> Optional[tuple[str, str]]:
+    """(field, grammar text) of the first grammar field in the request, or None."""
+    for field in GRAMMAR_FIELDS:
+        value = request.get(field)
+        if value:
+            return field, (value.get("regex") or value.get("grammar") or "") if isinstance(value, dict) else value
+    return None
+
+
+def _only_literal(grammar: Optional[tuple[str, str]]) -> Optional[str]:
+    """The one text a grammar allows, when it allows one literal only."""
+    if grammar is None:
+        return None
+    field, text = grammar
+    if field == "grammar":
+        match = re.fullmatch(r'\s*root\s*::=\s*"([^"\\]*)"\s*', text)
+        return match.group(1) if match else None
+    return re.sub(r"\\(.)", r"\1", text) if re.escape(re.sub(r"\\(.)", r"\1", text)) == text else None
 
 
 def _error_body(api: str, kind: str, message: str) -> dict:

@@ -127,13 +127,13 @@ class LabServer:
         key = self.env.get("OTREE_REST_KEY")
         return {"otree-rest-key": key} if key else {}
 
-    def create_session(self, config: str, participants: int, **config_fields) -> dict:
+    def create_session(self, config: str, participants: int, *, timeout: float = 60, **config_fields) -> dict:
         import requests
 
         response = requests.post(f"{self.base_url}/api/sessions", json=dict(
             session_config_name=config, num_participants=participants,
             modified_session_config_fields=config_fields,
-        ), headers=self.rest_headers(), timeout=60)
+        ), headers=self.rest_headers(), timeout=timeout)
         assert response.ok, f"{response.status_code}: {response.text[:500]}"
         code = response.json()["code"]
         return self.get_session(code)

@@ -49,9 +49,11 @@ def write_config(path: Path, *, name: str, output_dir: Path, model: dict, **desi
 
 
 def fake_openai(server: FakeLLMServer, **extra) -> dict:
+    # constrained_output off: these tests count the agents' requests; auto would first probe the
+    # server's grammar and speed (tests/test_constrained_output.py)
     return {**dict(label="fake-gpt", provider="openai_compatible", model="fake-gpt",
                    base_url=server.base_url_openai, api_key_env=KEY_ENV, concurrency=16,
-                   requests_per_minute=100000), **extra}
+                   requests_per_minute=100000, constrained_output="off"), **extra}
 
 
 def decisions_without_times(folder: Path) -> pd.DataFrame:

@@ -15,7 +15,8 @@ def model_settings(cfg: ModelConfig) -> ModelSettings:
     """What is sent: Anthropic has no seed, so none is recorded for it."""
     return ModelSettings(provider=cfg.provider, model=cfg.model, temperature=cfg.temperature,
                          max_tokens=cfg.max_tokens, seed=None if cfg.provider == "anthropic" else cfg.seed,
-                         context_window=cfg.resolved_context_window(), memory=cfg.memory)
+                         context_window=cfg.resolved_context_window(), memory=cfg.memory,
+                         grammar=cfg.grammar())
 
 
 def build_adapter(cfg: ModelConfig) -> LanguageModel:

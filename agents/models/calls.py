@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import re
 import threading
 import time
@@ -39,6 +40,43 @@ def call_scope(name: str) -> Iterator[None]:
 
 def current_call_scope() -> str:
     return _call_scope.get()
+
+
+@dataclasses.dataclass(frozen=True)
+class CallOptions:
+    """What one call asks besides its messages, set by the caller (the agent) around the call:
+    the reply's shape (agents/grammars.py; sent only by a model whose config constrains output)
+    and, for a re-ask, the temperature and seed that make it differ from the first ask."""
+
+    shape: Any = None  # agents.grammars.OutputShape or None
+    temperature: Optional[float] = None  # None = the model's settings
+    seed: Optional[int] = None
+    # Raw request fields and a reply limit of the model check's probes (agents/models/check.py).
+    fields: Optional[dict] = None
+    max_tokens: Optional[int] = None
+
+    def as_dict(self) -> dict:
+        return {"shape": dataclasses.asdict(self.shape) if self.shape is not None else None,
+                "temperature": self.temperature, "seed": self.seed, "fields": self.fields,
+                "max_tokens": self.max_tokens}
+
+
+_call_options: contextvars.ContextVar[CallOptions] = contextvars.ContextVar("agents_call_options",
+                                                                            default=CallOptions())
+
+
+@contextlib.contextmanager
+def call_options(options: CallOptions) -> Iterator[None]:
+    """The options of the call(s) made inside this block."""
+    token = _call_options.set(options)
+    try:
+        yield
+    finally:
+        _call_options.reset(token)
+
+
+def current_call_options() -> CallOptions:
+    return _call_options.get()
 
 
 def redact(text: str, *secrets: Optional[str]) -> str:

@@ -6,15 +6,20 @@ import asyncio
 import re
 import threading
 import time
+from dataclasses import dataclass
 from typing import Optional
 
 from ..config import ModelConfig
 from ..types import CallStatus, ChatMessage, LanguageModel, ModelReply
+from .. import grammars
 from .build import build_model
-from .calls import redact
+from .calls import CallOptions, call_options, redact
 
 CHECK_PROMPT = "This is a connection test. Reply with the single word OK."
 CHECK_SECONDS = 30.0
+# The throughput probe: a reply of about this many tokens, long enough to time the sampler.
+THROUGHPUT_PROMPT = "Count from 1 to 200 in words, separated by commas. Write nothing else."
+THROUGHPUT_TOKENS = 48
 _PLAIN_STATUS = {
     CallStatus.CONFIG_ERROR.value: "the provider refused the key or does not know the model",
     CallStatus.PROVIDER_ERROR.value: "the provider could not be reached or answered with an error",
@@ -59,3 +64,94 @@ def check_model(cfg: ModelConfig, *, seconds: float = CHECK_SECONDS,
     error = re.sub(r"attempt \d+: \w+: ", "", reply.error or reply.status)  # the retry layer's bookkeeping
     return (f"the model check (one call to {cfg.provider} model {cfg.model!r}{where}) failed: {problem}. "
             f"Provider's error: {error}"), reply
+
+
+@dataclass(frozen=True)
+class ServerInspection:
+    """What the model check learnt of an openai_compatible server beyond "it answers"."""
+
+    grammar_format: Optional[str]  # the first of grammars.GRAMMAR_FORMATS the server obeyed, or None
+    tokens_per_second: Optional[float]  # reply tokens per second of one short call, end to end
+    notes: tuple[str, ...] = ()  # what each grammar probe got, for the log
+
+
+def _run_private(coroutine_factory) -> "ServerInspection":
+    """Run ``coroutine_factory()`` on a private thread with its own loop (callable from anywhere);
+    a failure is an inspection that found nothing."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(asyncio.run(coroutine_factory()))
+        except Exception as error:  # pragma: no cover - the layers turn errors into replies
+            outcome.append(ServerInspection(None, None, (redact(repr(error)),)))
+
+    worker = threading.Thread(target=run, name="agents-model-inspection")
+    worker.start()
+    worker.join()
+    return outcome[0]
+
+
+def inspect_server(cfg: ModelConfig, *, model: Optional[LanguageModel] = None,
+                   seconds: float = CHECK_SECONDS) -> ServerInspection:
+    """Once, at the model check of an openai_compatible server: which grammar field it obeys
+    (a grammar that allows only ``grammars.PROBE_TEXT``, in each format in turn; a server that
+    ignores or refuses the field answers something else) and how fast it writes (tokens/s of a
+    ``THROUGHPUT_TOKENS``-token reply)."""
+    model = model or build_model(cfg.model_copy(update={"constrained_output": "off"}))
+
+    async def one(prompt: str, options: CallOptions) -> ModelReply:
+        with call_options(options):
+            return await model.complete([ChatMessage("user", prompt)],
+                                        deadline=time.monotonic() + min(seconds, cfg.request_timeout))
+
+    async def inspect() -> ServerInspection:
+        found, notes = None, []
+        wanted = [cfg.grammar_format] if cfg.grammar_format else list(grammars.GRAMMAR_FORMATS)
+        if cfg.constrained_output == "off":
+            wanted = []  # nothing to find: the speed only
+        for grammar_format in wanted:
+            reply = await one(CHECK_PROMPT, CallOptions(fields=grammars.probe_fields(grammar_format),
+                                                        max_tokens=16, temperature=0.0))
+            obeyed = reply.status == CallStatus.OK.value and (reply.text or "").strip() == grammars.PROBE_TEXT
+            notes.append(f"{grammar_format}: {'obeyed' if obeyed else reply.status} "
+                         f"{(reply.text or reply.error or '')[:60]!r}")
+            if obeyed:
+                found = grammar_format
+                break
+        reply = await one(THROUGHPUT_PROMPT, CallOptions(max_tokens=THROUGHPUT_TOKENS))
+        speed = None
+        if reply.output_tokens and reply.time_done and reply.time_sent and reply.time_done > reply.time_sent:
+            speed = reply.output_tokens / (reply.time_done - reply.time_sent)
+        return ServerInspection(found, speed, tuple(notes))
+
+    return _run_private(inspect)
+
+
+def resolve_constrained_output(cfg: ModelConfig, inspection: Optional[ServerInspection]) -> ModelConfig:
+    """``cfg`` with ``constrained_output`` on or off and the server's grammar format: auto is on
+    where the check found a format, off elsewhere (the cloud providers, no check)."""
+    if cfg.provider != "openai_compatible":
+        return cfg.model_copy(update={"constrained_output": "off" if cfg.constrained_output == "auto"
+                                      else cfg.constrained_output})
+    found = inspection.grammar_format if inspection is not None else None
+    if cfg.constrained_output == "off" or (cfg.constrained_output == "auto" and found is None):
+        return cfg.model_copy(update={"constrained_output": "off", "grammar_format": None})
+    return cfg.model_copy(update={"constrained_output": "on", "grammar_format": found or cfg.grammar_format or "gbnf"})
+
+
+def throughput_warning(cfg: ModelConfig, tokens_per_second: Optional[float],
+                       stage_seconds: dict[str, float]) -> Optional[str]:
+    """A sentence when ``max_tokens`` of reply cannot be written within the shortest of
+    ``stage_seconds`` (the stages in which an agent calls its model) at the measured speed."""
+    if not tokens_per_second or not stage_seconds:
+        return None
+    stage, seconds = min(stage_seconds.items(), key=lambda item: item[1])
+    needed = cfg.max_tokens / tokens_per_second
+    if needed <= seconds:
+        return None
+    fits = int(tokens_per_second * seconds)
+    return (f"the model writes {tokens_per_second:.1f} tokens/s (measured at the model check), so a reply of "
+            f"llm_max_tokens = {cfg.max_tokens} tokens takes {needed:.0f} s, longer than the shortest stage "
+            f"({stage}, {seconds:g} s), in which about {fits} tokens fit: lower llm_max_tokens to about "
+            f"{fits} or lengthen the stage")

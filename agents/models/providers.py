@@ -20,7 +20,8 @@ from typing import Any, Callable, Optional
 
 from ..config import ModelConfig
 from ..types import CallStatus, ChatMessage, ModelReply, ModelSettings
-from .calls import MIN_ATTEMPT_SECONDS, _PerLoop, _remaining, redact
+from .. import grammars
+from .calls import MIN_ATTEMPT_SECONDS, _PerLoop, _remaining, current_call_options, redact
 
 # Inner layers stop this much before the deadline so that the outer guard never has to cut them
 # off (which would lose the record of retries and errors).
@@ -169,12 +170,21 @@ class OpenAIChatModel(_SDKAdapter):
 
     def request_parameters(self) -> dict[str, Any]:
         params: dict[str, Any] = {}
-        if self.settings.temperature is not None:
-            params["temperature"] = self.settings.temperature
+        options = current_call_options()
+        temperature = options.temperature if options.temperature is not None else self.settings.temperature
+        if temperature is not None:
+            params["temperature"] = temperature
         # OpenAI's current models take max_completion_tokens; compatible servers know max_tokens.
-        params["max_completion_tokens" if self.cfg.provider == "openai" else "max_tokens"] = self.settings.max_tokens
-        if self.settings.seed is not None:
-            params["seed"] = self.settings.seed
+        params["max_completion_tokens" if self.cfg.provider == "openai" else "max_tokens"] = \
+            options.max_tokens or self.settings.max_tokens
+        seed = options.seed if options.seed is not None else self.settings.seed
+        if seed is not None:
+            params["seed"] = seed
+        # The paper's format as the server's grammar (agents/grammars.py), when the config says so:
+        # what the OpenAI SDK would send as extra_body, in the server's own field.
+        if self.settings.grammar is not None and options.shape is not None:
+            params.update(grammars.request_fields(self.settings.grammar, options.shape, self.settings.max_tokens))
+        params.update(options.fields or {})
         return params
 
     async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:
@@ -230,9 +240,11 @@ class AnthropicModel(_SDKAdapter):
                 "usage": {"input_tokens": 1, "output_tokens": 1}}
 
     def request_parameters(self) -> dict[str, Any]:
-        params: dict[str, Any] = {"max_tokens": self.settings.max_tokens}
-        if self.settings.temperature is not None:
-            params["temperature"] = self.settings.temperature
+        options = current_call_options()
+        params: dict[str, Any] = {"max_tokens": options.max_tokens or self.settings.max_tokens}
+        temperature = options.temperature if options.temperature is not None else self.settings.temperature
+        if temperature is not None:
+            params["temperature"] = temperature
         return params  # the Messages API has no seed
 
     async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:

@@ -25,6 +25,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from agents.models.calls import current_call_options
 from agents.types import CallStatus, ChatMessage, ModelReply
 
 _scope: contextvars.ContextVar[str] = contextvars.ContextVar("cache_scope", default="")
@@ -125,9 +126,15 @@ class CachedModel:
 
     def request_key(self, messages: list[ChatMessage]) -> tuple[str, dict[str, Any]]:
         scope = _scope.get()
+        # What a call asks besides its messages: the re-ask's temperature and seed, and the
+        # reply's shape where the server is sent it (unconstrained calls keep their old keys).
+        options = current_call_options().as_dict()
+        if self.settings.grammar is None:
+            options["shape"] = None
         body = json.dumps(
             {
                 "settings": dataclasses.asdict(self.settings),
+                **({"options": options} if any(options.values()) else {}),
                 "messages": [[m.role, m.content] for m in messages],
             },
             sort_keys=True,

@@ -50,6 +50,10 @@ class SimulationConfig(BaseModel):
     # What each agent re-sends (issue 10): "round" (the paper's: this round + the history lines)
     # or "game" (every earlier round too); a model table's own `memory` wins.
     llm_memory: Literal["round", "game"] = "round"
+    # The paper's reply format told to the server's sampler (issue 25), as the lab's
+    # llm_constrained_output; a model table's own `constrained_output` wins. auto: probed at the
+    # start of the run (agents.models.inspect_server), on where an openai_compatible server obeys.
+    llm_constrained_output: Literal["auto", "on", "off"] = "auto"
     seed: int = 0  # part of every cache key: change it to draw fresh samples of the same design
     # Stage limits as in the lab; off by default so that queueing behind a provider's
     # concurrency limit never turns into a timed-out turn.
@@ -99,6 +103,8 @@ class SimulationConfig(BaseModel):
         for entry in self.models:  # the agents read their memory from their model's settings
             if "memory" not in entry.config.model_fields_set:
                 entry.config = entry.config.model_copy(update={"memory": self.llm_memory})
+            if "constrained_output" not in entry.config.model_fields_set:
+                entry.config = entry.config.model_copy(update={"constrained_output": self.llm_constrained_output})
         labels = [m.label for m in self.models]
         if len(set(labels)) != len(labels):
             raise ValueError(f"model labels must be unique: {labels}")

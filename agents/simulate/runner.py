@@ -290,6 +290,24 @@ class _DryTournament(Tournament):
         return totals
 
 
+def resolve_constrained_output(config: SimulationConfig, log=print) -> None:
+    """Each model's ``constrained_output`` as the lab's model check resolves it: auto is probed
+    once per openai_compatible server (the grammar it obeys), off for every other provider."""
+    from agents.models import inspect_server, resolve_constrained_output as resolve
+
+    for entry in config.models:
+        cfg = entry.config
+        inspection = None
+        if cfg.provider == "openai_compatible" and cfg.constrained_output != "off":
+            inspection = inspect_server(cfg)
+            log(f"{entry.label}: grammar {inspection.grammar_format or 'none'} ({'; '.join(inspection.notes)}), "
+                f"{inspection.tokens_per_second or 0:.1f} tokens/s")
+            if cfg.constrained_output == "on" and inspection.grammar_format is None:
+                raise ValueError(f"{entry.label}: constrained_output is on, but {cfg.base_url} obeyed no grammar")
+        if cfg.provider != "simulated":
+            entry.config = resolve(cfg, inspection)
+
+
 async def run_tournament(config: SimulationConfig, *, backend: Optional[Backend] = None,
                          show_progress: bool = True, log=print) -> RunResult:
     """Play (or continue) the run of ``config``; write tables and figures when it is complete."""
@@ -298,6 +316,7 @@ async def run_tournament(config: SimulationConfig, *, backend: Optional[Backend]
     from .tables import write_tables
 
     backend = backend or agents_backend()
+    resolve_constrained_output(config, log)
     store = RunStore(config.run_dir)
     plan = await estimate_plan(config, backend, store)
     log(plan.describe())

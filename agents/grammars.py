@@ -1,0 +1,173 @@
+"""The paper's reply format as a grammar, for servers that constrain their sampler (issue 25).
+
+The reply stays the paper's text: STEP 1 … STEP n, one line each, then a message inside ``<…>``
+(message stages) or the sentence ``I DECIDE TO CHOOSE [A]`` / ``[B]`` (decision stages). Only the
+server's sampler is told the shape, so a small local model cannot wander off it.
+
+Each stage's shape is written twice, as llama.cpp's GBNF (``grammar``) and as a regular expression
+(vLLM's ``structured_outputs.regex`` / ``guided_regex``); ``request_fields`` puts it where the
+server takes it (``GRAMMAR_FORMATS``). Ollama's ``format`` constrains JSON only, which is not the
+paper's text: Ollama is not offered a grammar (docs/agents.md).
+
+The lengths are bounded so that a constrained reply ends inside ``max_tokens``: each reasoning
+line gets a share of it (``step_chars``); a message holds 1 to min(300, the chat's limit,
+max_tokens) characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import protocol
+
+CONSTRAINED_OUTPUT_MODES = ("auto", "on", "off")
+# How a server takes a grammar, in the order the model check tries them:
+#   gbnf                llama.cpp (llama-server, llama-cpp-python): "grammar": GBNF text
+#   structured_outputs  vLLM >= 0.10: "structured_outputs": {"regex": ...}
+#   guided_regex        vLLM before: "guided_regex": ...
+GRAMMAR_FORMATS = ("gbnf", "structured_outputs", "guided_regex")
+MESSAGE_GRAMMAR_MAX_CHARS = 300  # the chat's limit (protocol.MESSAGE_MAX_CHARS) at most
+# Characters of reasoning per token of max_tokens the lines may take together (a token of English
+# is ~4 characters; half of max_tokens stays for the headings, the message or the sentence, and
+# scripts that take more tokens per character).
+REASONING_CHARS_PER_TOKEN = 2
+MIN_STEP_CHARS, MAX_STEP_CHARS = 16, 400
+# The model check's probe: a grammar no model would follow by chance.
+PROBE_TEXT = "GRAMMAR-OK"
+
+
+@dataclass(frozen=True)
+class OutputShape:
+    """What a turn's reply must look like: ``kind`` "message" or "decision", after ``steps``
+    reasoning lines (the prompt's STEP 1 … n; 0 for the second message, whose prompt asks none)."""
+
+    kind: str
+    steps: int
+    message_chars: int = protocol.MESSAGE_MAX_CHARS
+
+    def step_chars(self, max_tokens: int) -> int:
+        share = REASONING_CHARS_PER_TOKEN * max_tokens // (2 * max(1, self.steps or 1))
+        return max(MIN_STEP_CHARS, min(MAX_STEP_CHARS, share))
+
+    def inside_chars(self, max_tokens: int) -> int:
+        """1 to 300 characters, the chat's limit, and no more than ``max_tokens`` (a message of a
+        character per token must still end inside the reply limit)."""
+        return max(1, min(MESSAGE_GRAMMAR_MAX_CHARS, self.message_chars, max_tokens))
+
+
+# Characters a line may not hold: no brackets of the answer's form before the answer.
+_INSIDE = r"\n<>＜＞"
+# Inside the brackets: nothing the parser would take for HTML rather than a message (a closing
+# tag "</p>", a comment "<!--", attributes "x=y").
+_MESSAGE = _INSIDE + "="
+# First character: no blank or quote the parser strips from a message's ends. (Banning "|" too,
+# against a rare "<|im_end|>" that the server cuts as its stop sequence, or "*_`" and curly
+# quotes, left SmolLM2 on llama-cpp-python 0.3.36 no token after "<": the reply ended there.)
+_FIRST = _MESSAGE + r" \t\"'/!"
+
+
+# The prompt's own format example (prompts/_message_format.j2 shows "<The message you want to
+# send>"): small models echo it, and the parser rightly takes it for no message. The grammar
+# allows every message but those beginning with it.
+PLACEHOLDER = "The message you want to send"
+
+
+def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
+    """The message inside the brackets: 1 to ``chars`` characters, not beginning with
+    ``PLACEHOLDER``. As (expression, extra GBNF rules): a chain of levels, level k having matched
+    the placeholder's first k characters and leaving it by ending, by another character (then
+    anything), or by its next character (the last one never: that would complete it)."""
+    rules: list[str] = []
+
+    def cls(excluded: str, other: str, count: str = "") -> str:
+        return f"[^{excluded}{other}]{count}"
+
+    def tail(k: int) -> str:  # after a character other than the placeholder's k-th
+        rest = chars - k - 1
+        return "" if rest <= 0 else (" " if gbnf_syntax else "") + cls(_MESSAGE, "", f"{{0,{rest}}}")
+
+    def level(k: int) -> str:
+        alternatives = [cls(_FIRST if k == 0 else _MESSAGE, PLACEHOLDER[k]) + tail(k)]
+        literal = f'"{PLACEHOLDER[k]}"' if gbnf_syntax else PLACEHOLDER[k]
+        if k + 1 == chars and k < len(PLACEHOLDER) - 1:
+            alternatives.append(literal)  # at the limit, short of the placeholder
+        elif k < len(PLACEHOLDER) - 1:
+            alternatives.append(literal + (" " if gbnf_syntax else "") + nested(k + 1))
+        body = ("( " + " | ".join(alternatives) + " )") if gbnf_syntax else "(?:" + "|".join(alternatives) + ")"
+        return body + ("?" if k else "")
+
+    def nested(k: int) -> str:
+        if not gbnf_syntax:
+            return level(k)
+        rules.append(f"message{k} ::= {level(k)}")
+        return f"message{k}"
+
+    return level(0), rules
+
+
+def _banned(shape: OutputShape) -> str:
+    return _INSIDE if shape.kind == "message" else r"\n\[\]［］"
+
+
+def gbnf(shape: OutputShape, max_tokens: int) -> str:
+    """llama.cpp's GBNF for the shape (bounded repetitions ``{m,n}``)."""
+    line = shape.step_chars(max_tokens)
+    banned = _banned(shape)
+    rules = [f'step ::= [^{banned}]{{1,{line}}}'] if shape.steps else []
+    steps = [f'"STEP {n}: " step "\\n"' for n in range(1, shape.steps)]
+    if shape.kind == "message":
+        last = (f'"STEP {shape.steps}: " ' if shape.steps else "") + 'lead "<" message ">"'
+        message, message_rules = _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=True)
+        rules += [f'lead ::= [^{banned}]{{0,{line}}}', f"message ::= {message}", *message_rules]
+    else:
+        last = f'"STEP {shape.steps}: " step "\\n" "I DECIDE TO CHOOSE [" [AB] "]"'
+    return "\n".join([f"root ::= {' '.join(steps + [last])}", *rules])
+
+
+def regex(shape: OutputShape, max_tokens: int) -> str:
+    """The same shape as a regular expression (vLLM's guided decoding)."""
+    line = shape.step_chars(max_tokens)
+    banned = _banned(shape)
+    steps = "".join(f"STEP {n}: [^{banned}]{{1,{line}}}\\n" for n in range(1, shape.steps))
+    if shape.kind == "message":
+        head = f"STEP {shape.steps}: " if shape.steps else ""
+        message, _ = _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=False)
+        return steps + head + f"[^{banned}]{{0,{line}}}<{message}>"
+    return steps + f"STEP {shape.steps}: [^{banned}]{{1,{line}}}\\nI DECIDE TO CHOOSE \\[[AB]\\]"
+
+
+def request_fields(grammar_format: str, shape: OutputShape, max_tokens: int) -> dict[str, Any]:
+    """The request body's extra fields (the OpenAI SDK's ``extra_body``) for the server's format."""
+    if grammar_format == "gbnf":
+        return {"grammar": gbnf(shape, max_tokens)}
+    if grammar_format == "structured_outputs":
+        return {"structured_outputs": {"regex": regex(shape, max_tokens)}}
+    if grammar_format == "guided_regex":
+        return {"guided_regex": regex(shape, max_tokens)}
+    raise ValueError(f"grammar format must be one of {GRAMMAR_FORMATS}, not {grammar_format!r}")
+
+
+def probe_fields(grammar_format: str) -> dict[str, Any]:
+    """A grammar that allows one reply only (``PROBE_TEXT``): a server that obeys it takes grammars."""
+    if grammar_format == "gbnf":
+        return {"grammar": f'root ::= "{PROBE_TEXT}"'}
+    if grammar_format == "structured_outputs":
+        return {"structured_outputs": {"regex": re.escape(PROBE_TEXT)}}
+    if grammar_format == "guided_regex":
+        return {"guided_regex": re.escape(PROBE_TEXT)}
+    raise ValueError(f"grammar format must be one of {GRAMMAR_FORMATS}, not {grammar_format!r}")
+
+
+def describe(grammar_format: Optional[str], shape: Optional[OutputShape], max_tokens: int) -> str:
+    """The grammar a call carried, as it goes on the call's record: the shape and a hash of the
+    fields sent (``request_fields`` rebuilds them; the text itself would add kilobytes per row),
+    e.g. ``decision steps=5 chars=300 sha256=1f2e…``; "" when none was sent."""
+    if not grammar_format or shape is None:
+        return ""
+    fields = json.dumps(request_fields(grammar_format, shape, max_tokens), ensure_ascii=False, sort_keys=True)
+    return (f"{shape.kind} steps={shape.steps} chars={shape.inside_chars(max_tokens)} "
+            f"sha256={hashlib.sha256(fields.encode()).hexdigest()[:12]}")
