@@ -152,6 +152,28 @@ class LabDataPackage(LabAdminPage):
             "Cache-Control": "no-store"})
 
 
+class LabOnlineBonus(LabAdminPage):
+    """/LabOnlineBonus/{code}: the bonus file for Prolific's bulk bonus (lab/online/bonus.py), as a
+    CSV download; ?difference=1 for a new payout of only what is still owed. A refusal is a page
+    saying why (409). Behind oTree's admin login like every admin page."""
+
+    def get(self, request, code):
+        from lab.online import bonus
+
+        try:
+            text, note = bonus.bonus_file(self.session, self._who(), difference=request.query_params.get("difference") == "1")
+        except bonus.BonusRefused as refused:
+            return Response(f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Bonus file refused</title></head>'
+                            f'<body><h2>Bonus file refused</h2><p id="bonus-refused">{html.escape(str(refused))}</p>'
+                            f'</body></html>', status_code=409, media_type="text/html")
+        number = len(bonus.payouts(self.session.code))
+        return Response(text, media_type="text/csv", headers={
+            "Content-Disposition": f'attachment; filename="{bonus.file_name(self.session.code, number)}"',
+            "X-Lab-Bonus-Note": note.encode("ascii", "replace").decode(), "Cache-Control": "no-store"})
+
+    _who = LabIntervene._who
+
+
 def _missing(kind: str, value: str) -> str:
     return f'<div class="alert alert-warning">No {kind} {html.escape(value)} in this session.</div>'
 
@@ -286,7 +308,7 @@ def render_agent(session, t: dict) -> str:
 
 
 # Register with oTree's admin (see the module's docstring).
-for _view in (LabDashboard, LabDashboardData, LabIntervene, LabReplay, LabDataPackage):
+for _view in (LabDashboard, LabDashboardData, LabIntervene, LabReplay, LabDataPackage, LabOnlineBonus):
     _view.__module__ = otree_admin.__name__
     setattr(otree_admin, _view.__name__, _view)
 if "otree.urls" in sys.modules:  # routes already built (not the case in oTree 6.0's commands)

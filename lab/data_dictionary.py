@@ -147,6 +147,13 @@ PARTICIPANTS = {
     **{key: PAYMENT_FIELDS[key] for game in protocol.GAMES for key in (f"norm_true_{game}", f"norm_correct_{game}")},
     **{f"points_{game}": PAYMENT_FIELDS[f"points_{game}"] for game in protocol.GAMES},
     "payout": PAYMENT_FIELDS["payout"],
+    # online sessions (docs/online.md); empty in lab sessions
+    "prolific_pid": _c("online: the participant's PROLIFIC_PID from the study link (also the participant label)"),
+    "study_id": _c("online: Prolific's STUDY_ID from the study link"),
+    "prolific_session_id": _c("online: Prolific's SESSION_ID from the study link (one per submission)"),
+    "online_outcome": _c("online: how the participant left", enum=("completed", "screened_out", "lobby_timeout",
+                                                                   "partner_dropped", "timed_out")),
+    "completion_code": _c("online: the Prolific completion code the exit page showed"),
 }
 
 CALL_STATUSES = ("ok", "parse_error", "length", "refusal", "rate_limited", "provider_error", "timeout", "budget",

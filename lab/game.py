@@ -19,6 +19,7 @@ from lab import app_registry
 from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_settings import forget_session_id, params, params_of
+from lab.online.lobby import waits_per_group
 from lab.wait_for_all import MovesEveryoneOn
 
 
@@ -53,6 +54,10 @@ def set_round_matching(subsession, game: str) -> None:
         subsession.set_group_matrix([[pl] for pl in players])
         return
     rng = game_rng(subsession.session.code, game, "matching")
+    if waits_per_group(subsession.session):
+        # Online H-H: nobody is paired until their cohort forms in the lobby (lab/online/lobby.py).
+        subsession.set_group_matrix([[pl] for pl in players])
+        return
     if p.with_agents:
         seats = matching.agent_schedule(len(players), p.rounds_per_game, rng)[round_index]
         subsession.set_group_matrix([[pl] for pl in players])
@@ -271,9 +276,15 @@ def shared_pages(app_module: str, game: str, *, choices, start_round, read_messa
         """Every round starts together, so agents and humans are re-matched in step; the
         request that completes it moves everyone on (lab/wait_for_all.py)."""
 
-        wait_for_all_groups = True
         body_key = "common_waiting_all"
-        after_all_players_arrive = staticmethod(start_round)
+
+        @property
+        def wait_for_all_groups(self):
+            return not waits_per_group(self.session)  # online H-H: the pair (lab/online/lobby.py)
+
+        @staticmethod
+        def after_all_players_arrive(subsession=None, group=None):
+            start_round(subsession if subsession is not None else group.subsession)
 
         @staticmethod
         def is_displayed(player):

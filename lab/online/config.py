@@ -1,0 +1,124 @@
+"""An online session's settings: is it online, its completion codes, its page limits, its study
+link's parameters (docs/online.md). The keys and their defaults are in
+``lab.session_settings.config_defaults`` (block "online: entry, lobby, completion")."""
+
+from __future__ import annotations
+
+import json
+import re
+
+# participant.vars["online_outcome"] (docs/notes contract): who sets it decides it.
+OUTCOMES = ("completed", "screened_out", "lobby_timeout", "partner_dropped", "timed_out")
+COMPLETION_URL = "https://app.prolific.com/submissions/complete?cc={code}"
+PROLIFIC_PARAMS = ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID")
+# Prolific's ids are 24 hexadecimal characters; any letters and digits up to 64 are taken, so a
+# test or pilot id works, but a placeholder Prolific did not fill ({{%PROLIFIC_PID%}}) is refused.
+ID_PATTERN = re.compile(r"[A-Za-z0-9]{1,64}")
+CODE_PATTERN = re.compile(r"[A-Za-z0-9]{1,32}")
+# A name of the session's own URL parameters, and the longest value kept.
+PARAM_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+PARAM_MAX_CHARS = 200
+
+# Pages that have no limit in the lab get one online, per kind of page (seconds, config keys).
+ONLINE_PAGE_LIMIT_KEYS = {
+    "Welcome": "online_instructions_seconds",
+    "Rules": "online_instructions_seconds",
+    "Quiz": "online_instructions_seconds",
+    "GameIntro": "online_intro_seconds",
+    "Payment": "online_payment_seconds",
+}
+QUESTIONNAIRE_LIMIT_KEY = "online_questionnaire_seconds"
+
+
+def is_online(session) -> bool:
+    return bool(session.config.get("online"))
+
+
+def config_is_online(config: dict) -> bool:
+    value = config.get("online")
+    if isinstance(value, str):  # an override typed as text (labserver bots --set online=true)
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def completion_codes(config: dict) -> dict:
+    """``prolific_completion_codes`` as {outcome: code}: JSON (``{"completed": "C1X2", ...}``) or
+    ``completed=C1X2,screened_out=S9,...``. ValueError says what is wrong."""
+    raw = config.get("prolific_completion_codes") or ""
+    if isinstance(raw, dict):
+        pairs = raw
+    elif str(raw).strip().startswith("{"):
+        try:
+            pairs = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"prolific_completion_codes is not valid JSON: {exc}") from None
+    else:
+        pairs = {}
+        for item in filter(None, (part.strip() for part in str(raw).split(","))):
+            outcome, sep, code = item.partition("=")
+            if not sep:
+                raise ValueError(f"prolific_completion_codes: '{item}' is not OUTCOME=CODE")
+            pairs[outcome.strip()] = code.strip()
+    unknown = sorted(set(pairs) - set(OUTCOMES))
+    if unknown:
+        raise ValueError(f"prolific_completion_codes names unknown outcomes {unknown}; the outcomes are "
+                         f"{', '.join(OUTCOMES)}")
+    missing = [outcome for outcome in OUTCOMES if not pairs.get(outcome)]
+    if missing:
+        raise ValueError(f"prolific_completion_codes has no code for {', '.join(missing)}: give one per outcome, "
+                         "as on Prolific's study page, e.g. completed=C1A2B3C4,screened_out=S5D6,lobby_timeout=L7E8,"
+                         "partner_dropped=P9F0,timed_out=T1G2")
+    bad = [f"{outcome}={code!r}" for outcome, code in pairs.items() if not CODE_PATTERN.fullmatch(str(code))]
+    if bad:
+        raise ValueError(f"prolific_completion_codes: {', '.join(bad)}: a code is 1-32 letters and digits")
+    return {outcome: str(pairs[outcome]) for outcome in OUTCOMES}
+
+
+def url_param_names(config: dict) -> list:
+    """The session's own URL parameters to keep (``online_url_params``: names, comma-separated)."""
+    raw = config.get("online_url_params") or ""
+    names = [name.strip() for name in str(raw).split(",") if name.strip()]
+    bad = [name for name in names if not PARAM_NAME_PATTERN.fullmatch(name) or name in PROLIFIC_PARAMS]
+    if bad:
+        raise ValueError(f"online_url_params: {bad} are not usable names (letters, digits, _; not one of "
+                         f"{', '.join(PROLIFIC_PARAMS)}, which are always kept)")
+    return names
+
+
+LIMIT_KEYS = ("online_instructions_seconds", "online_intro_seconds", QUESTIONNAIRE_LIMIT_KEY,
+              "online_payment_seconds", "online_quiz_attempts", "online_lobby_seconds")
+
+
+def problem(config: dict, num_participants: int) -> str | None:
+    """Why an online session config cannot run (None: it can). Lab sessions: always None."""
+    if not config_is_online(config):
+        return None
+    try:
+        completion_codes(config)
+        url_param_names(config)
+        for key in LIMIT_KEYS:
+            if float(config.get(key)) <= 0:
+                return f"Session config '{key}' must be positive, not {config.get(key)}."
+    except (TypeError, ValueError) as exc:
+        return f"Online session: {exc}"
+    if config.get("associate_type") == "human":
+        from lab import matching
+        from lab.online.lobby import cohort_size
+
+        try:
+            size = cohort_size(config)
+            matching.check_perfect_stranger_possible(size, int(config["rounds_per_game"]))
+        except (TypeError, ValueError) as exc:
+            return f"Online H-H session: online_cohort_size: {exc}"
+        if num_participants < size:
+            return (f"An online H-H session forms cohorts of {size} in its lobby: it needs at least {size} "
+                    f"participants (places on Prolific), not {num_participants}.")
+    return None
+
+
+def page_limit(config: dict, page_name: str, is_questionnaire: bool) -> float | None:
+    """The online limit of a page that has none in the lab (None in the lab, or for other pages)."""
+    if not config_is_online(config):
+        return None
+    key = QUESTIONNAIRE_LIMIT_KEY if is_questionnaire else ONLINE_PAGE_LIMIT_KEYS.get(page_name)
+    return float(config[key]) if key and config.get(key) is not None else None
