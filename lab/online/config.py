@@ -103,7 +103,6 @@ def problem(config: dict, num_participants: int) -> str | None:
         return f"Online session: {exc}"
     if config.get("associate_type") == "human":
         from lab import matching
-        from lab.online.lobby import cohort_size
 
         try:
             size = cohort_size(config)
@@ -114,6 +113,16 @@ def problem(config: dict, num_participants: int) -> str | None:
             return (f"An online H-H session forms cohorts of {size} in its lobby: it needs at least {size} "
                     f"participants (places on Prolific), not {num_participants}.")
     return None
+
+
+def cohort_size(config: dict) -> int:
+    """Participants per cohort of an online H-H session's lobby (``online_cohort_size``; 0: the
+    smallest the perfect-stranger matching allows, rounds + 1 made even)."""
+    size = int(config.get("online_cohort_size") or 0)
+    if size:
+        return size
+    rounds = int(config["rounds_per_game"])
+    return rounds + 1 + (rounds + 1) % 2
 
 
 def page_limit(config: dict, page_name: str, is_questionnaire: bool) -> float | None:

@@ -34,14 +34,7 @@ PRESENCE_SECONDS = 10
 POLL_SECONDS = 2
 
 
-def cohort_size(config: dict) -> int:
-    from lab.session_settings import params_from_config
-
-    size = int(config.get("online_cohort_size") or 0)
-    if size:
-        return size
-    rounds = params_from_config(config).rounds_per_game
-    return rounds + 1 + (rounds + 1) % 2
+cohort_size = online_config.cohort_size
 
 
 def has_lobby(session) -> bool:
