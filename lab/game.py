@@ -19,7 +19,8 @@ from lab import app_registry
 from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_settings import forget_session_id, params, params_of
-from lab.online.lobby import waits_per_group
+from lab.online.config import is_online
+from lab.online.lobby import has_lobby, waits_per_group
 from lab.wait_for_all import MovesEveryoneOn
 
 
@@ -54,12 +55,14 @@ def set_round_matching(subsession, game: str) -> None:
         subsession.set_group_matrix([[pl] for pl in players])
         return
     rng = game_rng(subsession.session.code, game, "matching")
-    if waits_per_group(subsession.session):
+    if has_lobby(subsession.session):
         # Online H-H: nobody is paired until their cohort forms in the lobby (lab/online/lobby.py).
         subsession.set_group_matrix([[pl] for pl in players])
         return
     if p.with_agents:
-        seats = matching.agent_schedule(len(players), p.rounds_per_game, rng)[round_index]
+        # Online, participants go at their own pace: each has agents of their own (no waiting).
+        schedule = matching.private_agent_schedule if is_online(subsession.session) else matching.agent_schedule
+        seats = schedule(len(players), p.rounds_per_game, rng)[round_index]
         subsession.set_group_matrix([[pl] for pl in players])
         for pl, seat in zip(players, seats):
             pl.associate_kind = "agent"
@@ -255,8 +258,9 @@ def _page_of(app_module: str, name: str, page_class):
 
 
 def shared_pages(app_module: str, game: str, *, choices, start_round, read_messages=None) -> SimpleNamespace:
-    """GameIntro, RoundStart, Decision and Result of a game app. ``start_round(subsession)``
-    runs when everyone has reached the round's start (it starts the agents' turns); the chat
+    """GameIntro, RoundStart, Decision and Result of a game app. ``start_round(subsession,
+    players=None)`` runs when everyone (online: the group) has reached the round's start (it
+    starts the agents' turns: of ``players``, or of everyone); the chat
     app's ``read_messages`` gives the decision page this round's messages (``RoundMessages``)."""
     # The game without chat meets the round's new associate on the decision page.
     decision_shows_new_associate = game == "WoC"
@@ -280,11 +284,14 @@ def shared_pages(app_module: str, game: str, *, choices, start_round, read_messa
 
         @property
         def wait_for_all_groups(self):
-            return not waits_per_group(self.session)  # online H-H: the pair (lab/online/lobby.py)
+            return not waits_per_group(self.session)  # online: the pair, or the human alone
 
         @staticmethod
         def after_all_players_arrive(subsession=None, group=None):
-            start_round(subsession if subsession is not None else group.subsession)
+            if subsession is not None:
+                start_round(subsession)
+            else:  # online: this group's agents only (lab/online/lobby.py)
+                start_round(group.subsession, players=group.get_players())
 
         @staticmethod
         def is_displayed(player):

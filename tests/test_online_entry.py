@@ -101,7 +101,8 @@ async def _session_run(server, session: dict) -> dict:
 @pytest.mark.server
 def test_online_session_from_prolific_link_to_completion_code(lab_server, database_url):
     server = lab_server(database_url)
-    session = server.create_session("hf_informed_wc_first", 2, **ONLINE)
+    # Three places, one never taken: online, an H-F participant waits for nobody.
+    session = server.create_session("hf_informed_wc_first", 3, **ONLINE)
     seen = asyncio.run(_session_run(server, session))
 
     assert seen["b_welcome_timer"] == 1, "online, the welcome page has a limit"
@@ -110,11 +111,18 @@ def test_online_session_from_prolific_link_to_completion_code(lab_server, databa
     assert seen["a"]["outcome"] == "completed" and seen["a"]["code"] == CODES["completed"]
     assert seen["a"]["redirected_to"] == "https://app.prolific.com/submissions/complete?cc=C0MPL3TE"
     assert "Payment" in seen["a_pages"]
+    # A played both games (one round each) with nobody in the third place ever arriving: online,
+    # an H-F participant has agents of their own and waits for nobody.
+    decisions = server.export("payment", "custom_export_decisions", session["code"])
+    code_a = next(row["participant_code"] for row in server.export("payment", "custom_export", session["code"])
+                  if row["prolific_pid"] == PID_A)
+    met = [row["associate_code"] for row in decisions if row["player_code"] == code_a]
+    assert len(met) == 2 and all(code.startswith("agent-") for code in met)
     assert seen["duplicate_status"] == 409 and seen["duplicate_reason"] == "online_pid_taken"
     assert seen["b_again"]["code"] == CODES["screened_out"]
 
     rows = {row["prolific_pid"]: row for row in server.export("payment", "custom_export", session["code"])}
-    assert set(rows) == {PID_A, PID_B}
+    assert set(rows) == {PID_A, PID_B, None} or set(rows) == {PID_A, PID_B, ""}
     a, b = rows[PID_A], rows[PID_B]
     assert (a["study_id"], a["prolific_session_id"], a["online_outcome"], a["completion_code"]) == (
         STUDY, SUBMISSION_A, "completed", "C0MPL3TE")

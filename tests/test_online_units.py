@@ -105,3 +105,14 @@ def test_nothing_owed_is_refused_not_an_empty_payout(payouts, monkeypatch):
     with pytest.raises(bonus.BonusRefused, match="No participant"):
         bonus.bonus_file(SimpleNamespace(code="s2", config={}), "admin")
     assert payouts.rows == []
+
+
+def test_private_agents_online_each_human_meets_own_agents_once():
+    import random
+
+    from lab import matching
+
+    schedule = matching.private_agent_schedule(3, 4, random.Random(1))
+    for human in range(3):
+        met = [schedule[r][human] for r in range(4)]
+        assert sorted(met) == list(range(human * 4, human * 4 + 4)), "each of their own agents, once"

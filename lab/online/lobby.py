@@ -42,8 +42,10 @@ def has_lobby(session) -> bool:
 
 
 def waits_per_group(session) -> bool:
-    """An online H-H session's everyone-waits are per group (pair, cohort), not per session."""
-    return has_lobby(session)
+    """Online, the everyone-waits are per group, not per session: H-H, the pair at a round's start
+    and the cohort at the payment; agent sessions, the participant alone (each has agents of their
+    own, lab.matching.private_agent_schedule), so nobody waits for anybody there."""
+    return online_config.is_online(session)
 
 
 def poll(player) -> dict:
