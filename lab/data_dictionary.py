@@ -358,6 +358,7 @@ PAGE_TIMES = {
 def config_columns() -> dict:
     """Session-config keys (oTree's wide export: ``session.config.KEY``)."""
     from agents.config import SESSION_CONFIG_PREFIX, ModelConfig
+    from lab.online import config as online_config
     from lab.session_settings import STAGE_CONFIG_KEYS
 
     columns = {
@@ -372,6 +373,7 @@ def config_columns() -> dict:
         "norm_bonus": _c("bonus per correct norm estimate", "number", CNY),
         "session_budget": _c("agent sessions: money the model calls may cost (0 = no limit)", "number", "USD"),
         **{key: _c(f"time limit of the stage {stage}", "number", SECONDS) for stage, key in STAGE_CONFIG_KEYS.items()},
+        **{key: _c(*described) for key, described in online_config.CONFIG_COLUMNS.items()},
     }
     units = {"max_tokens": "tokens", "context_window": "tokens", "request_timeout": SECONDS,
              "retry_base_delay": SECONDS, "retry_max_delay": SECONDS, "simulated_latency": SECONDS,

@@ -30,6 +30,24 @@ ONLINE_PAGE_LIMIT_KEYS = {
 QUESTIONNAIRE_LIMIT_KEY = "online_questionnaire_seconds"
 
 
+# The session-config keys above, described for the data dictionary (lab/data_dictionary.py):
+# {key: (description, type, unit)}.
+CONFIG_COLUMNS = {
+    "online": ("online session (Prolific; docs/online.md); False: the lab", "boolean", None),
+    "prolific_completion_codes": ("online: Prolific completion code per outcome, OUTCOME=CODE,... or JSON", "string", None),
+    "online_url_params": ("online: more study-link parameters kept in the participant's record, comma-separated",
+                          "string", None),
+    "online_quiz_attempts": ("online: failed quiz attempts that screen a participant out", "integer", None),
+    "online_instructions_seconds": ("online: limit of the welcome, rules and quiz pages", "number", "s"),
+    "online_intro_seconds": ("online: limit of a game's intro page", "number", "s"),
+    "online_questionnaire_seconds": ("online: limit of each questionnaire page", "number", "s"),
+    "online_payment_seconds": ("online: limit of the payment page", "number", "s"),
+    "prolific_bonus_rate": ("online: Prolific's currency per unit of the session's, in the bonus file", "number", None),
+    "online_lobby_seconds": ("online H-H: the longest wait in the lobby", "number", "s"),
+    "online_cohort_size": ("online H-H: participants per cohort (0: rounds + 1, made even)", "integer", None),
+}
+
+
 def is_online(session) -> bool:
     return bool(session.config.get("online"))
 
