@@ -140,8 +140,8 @@ def test_online_session_from_prolific_link_to_completion_code(lab_server, databa
 
 
 @pytest.mark.server
-def test_study_link_refuses_malformed_parameters(lab_server):
-    server = lab_server()
+def test_study_link_refuses_malformed_parameters_and_second_seats(lab_server, database_url):
+    server = lab_server(database_url)
     session = server.create_session("hf_informed_wc_first", 2, **ONLINE)
     cases = {
         "online_link_missing": study_link(session, PID_A, SUBMISSION_A).replace(f"&STUDY_ID={STUDY}", ""),
@@ -155,5 +155,17 @@ def test_study_link_refuses_malformed_parameters(lab_server):
                             allow_redirects=False)
     assert too_long.status_code == 400 and "source" in too_long.text
     # Nothing was seated by the refusals: the good link still gets the first place.
-    good = requests.get(study_link(session, PID_A, SUBMISSION_A), timeout=30, allow_redirects=False)
+    browser = requests.Session()
+    good = browser.get(study_link(session, PID_A, SUBMISSION_A), timeout=30, allow_redirects=False)
     assert good.status_code == 302 and "/InitializeParticipant/" in good.headers["location"]
+    # The same browser again: its own place; under another PID: refused (one place per browser).
+    again = browser.get(study_link(session, PID_A, SUBMISSION_A), timeout=30, allow_redirects=False)
+    assert again.status_code == 302 and again.headers["location"] == good.headers["location"]
+    other_pid = browser.get(study_link(session, PID_B, SUBMISSION_B), timeout=30, allow_redirects=False)
+    assert other_pid.status_code == 409 and 'data-reason="online_browser_taken"' in other_pid.text
+    # The same person in another online session of this server: refused (one seat per person).
+    second = server.create_session("hf_informed_wc_first", 2, **ONLINE)
+    elsewhere = requests.get(study_link(second, PID_A, SUBMISSION_A), timeout=30, allow_redirects=False)
+    assert elsewhere.status_code == 409 and 'data-reason="online_pid_taken"' in elsewhere.text
+    fresh = requests.get(study_link(second, PID_B, SUBMISSION_B), timeout=30, allow_redirects=False)
+    assert fresh.status_code == 302
