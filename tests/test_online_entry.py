@@ -8,11 +8,15 @@ import asyncio
 import csv
 import io
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 import requests
 
+from tests.admin_client import AUTH_ENV, AdminClient
 from tests.browser_participant import QUIZ_ANSWERS, Script, launch_browser, play
+from tests.lab_server import PYTHON, lab_env
 
 CODES = dict(completed="C0MPL3TE", screened_out="SCR33N", lobby_timeout="L0BBY", partner_dropped="PDR0P",
              timed_out="T1MEOUT")
@@ -99,7 +103,7 @@ async def _session_run(server, session: dict) -> dict:
 
 @pytest.mark.browser
 @pytest.mark.server
-def test_online_session_from_prolific_link_to_completion_code(lab_server, database_url):
+def test_online_session_from_prolific_link_to_completion_code(lab_server, database_url, tmp_path):
     server = lab_server(database_url)
     # Three places, one never taken: online, an H-F participant waits for nobody.
     session = server.create_session("hf_informed_wc_first", 3, **ONLINE)
@@ -130,13 +134,31 @@ def test_online_session_from_prolific_link_to_completion_code(lab_server, databa
     assert (b["online_outcome"], b["completion_code"], b["quiz_attempts"]) == ("screened_out", "SCR33N", "2")
 
     # The bonus file: PID,amount from the payment table; the same file again while nothing changed.
-    first = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}", timeout=30)
+    page = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}", timeout=30)
+    assert page.status_code == 200 and "not idempotent" in page.text and "1 participants" in page.text
+    first = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}?download=1", timeout=30)
     assert first.status_code == 200, first.text[:300]
     expected = round((float(a["payout"]) - 15.0) * 0.1, 2)
     assert list(csv.reader(io.StringIO(first.text))) == [[PID_A, f"{expected:.2f}"]]
     assert "not idempotent" in first.headers["X-Lab-Bonus-Note"]
-    again = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}", timeout=30)
+    again = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}?download=1", timeout=30)
     assert again.text == first.text and "Already paid" in again.headers["X-Lab-Bonus-Note"]
+    # The command line reads the same record: the same file, with the warning.
+    out = subprocess.run([PYTHON, "-m", "labserver", "bonus", session["code"], "--out", str(tmp_path)],
+                         cwd=server.workdir, env=lab_env(server.database_url), capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert Path(out.stdout.strip()).read_text() == first.text and "not idempotent" in out.stderr
+
+
+@pytest.mark.server
+def test_bonus_file_needs_the_admin_login(lab_server):
+    server = lab_server(**AUTH_ENV)
+    session = server.create_session("hf_informed_wc_first", 1, **ONLINE)
+    anonymous = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}?download=1", timeout=30)
+    assert anonymous.url.endswith("/login") and "PID" not in anonymous.text
+    page = AdminClient(server.base_url).http.get(f"{server.base_url}/LabOnlineBonus/{session['code']}", timeout=30)
+    assert page.status_code == 200 and "not idempotent" in page.text and "0 participants" in page.text
 
 
 @pytest.mark.server
