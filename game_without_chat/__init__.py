@@ -52,9 +52,9 @@ def creating_session(subsession: Subsession):
         agents.create_seats(subsession, TABLES)
 
 
-def start_agent_turns(subsession: Subsession):
+def start_agent_turns(subsession: Subsession, players=None):
     if params(subsession.session).with_agents:
-        agents.start_round(subsession, TABLES)
+        agents.start_round(subsession, TABLES, players=players)
 
 
 def finish_agent_round(player: Player):

@@ -94,7 +94,7 @@ def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_hu
 
         def _is_displayed(self):
             displayed = super()._is_displayed()
-            if not displayed and self.player.associate_kind == "agent":
+            if not displayed and self.player.field_maybe_none("associate_kind") == "agent":
                 # Skipped on the way, in a group of one: oTree would commit mid-request (every
                 # row read so far is then read again) to count who else is still to come, which
                 # is nobody. Its arrival-time branch of that loop goes straight on instead; only

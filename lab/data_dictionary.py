@@ -147,6 +147,13 @@ PARTICIPANTS = {
     **{key: PAYMENT_FIELDS[key] for game in protocol.GAMES for key in (f"norm_true_{game}", f"norm_correct_{game}")},
     **{f"points_{game}": PAYMENT_FIELDS[f"points_{game}"] for game in protocol.GAMES},
     "payout": PAYMENT_FIELDS["payout"],
+    # online sessions (docs/online.md); empty in lab sessions
+    "prolific_pid": _c("online: the participant's PROLIFIC_PID from the study link (also the participant label)"),
+    "study_id": _c("online: Prolific's STUDY_ID from the study link"),
+    "prolific_session_id": _c("online: Prolific's SESSION_ID from the study link (one per submission)"),
+    "online_outcome": _c("online: how the participant left", enum=("completed", "screened_out", "lobby_timeout",
+                                                                   "partner_dropped", "timed_out")),
+    "completion_code": _c("online: the Prolific completion code the exit page showed"),
 }
 
 CALL_STATUSES = ("ok", "parse_error", "length", "refusal", "rate_limited", "provider_error", "timeout", "budget",
@@ -351,6 +358,7 @@ PAGE_TIMES = {
 def config_columns() -> dict:
     """Session-config keys (oTree's wide export: ``session.config.KEY``)."""
     from agents.config import SESSION_CONFIG_PREFIX, ModelConfig
+    from lab.online import config as online_config
     from lab.session_settings import STAGE_CONFIG_KEYS
 
     columns = {
@@ -365,6 +373,7 @@ def config_columns() -> dict:
         "norm_bonus": _c("bonus per correct norm estimate", "number", CNY),
         "session_budget": _c("agent sessions: money the model calls may cost (0 = no limit)", "number", "USD"),
         **{key: _c(f"time limit of the stage {stage}", "number", SECONDS) for stage, key in STAGE_CONFIG_KEYS.items()},
+        **{key: _c(*described) for key, described in online_config.CONFIG_COLUMNS.items()},
     }
     units = {"max_tokens": "tokens", "context_window": "tokens", "request_timeout": SECONDS,
              "retry_base_delay": SECONDS, "retry_max_delay": SECONDS, "simulated_latency": SECONDS,

@@ -31,7 +31,12 @@ def participant_columns() -> list:
     return (["session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
              "participant_code", "participant_label", "quiz_attempts"]
             + _questionnaire_columns() + per_game
-            + [f"points_{game}" for game in protocol.GAMES] + ["payout"])
+            + [f"points_{game}" for game in protocol.GAMES] + ["payout"] + ONLINE_COLUMNS)
+
+
+# Online sessions (lab/online/entry.py, exit.py): the study link's ids, the outcome and its code.
+ONLINE_COLUMNS = ["prolific_pid", "study_id", "prolific_session_id", "online_outcome", "completion_code"]
+_ONLINE_VARS = {"completion_code": "online_completion_code"}
 
 
 def _first(rows):
@@ -53,6 +58,7 @@ def participants_rows(players):
                     lab_game.csv_bool(player.field_maybe_none(f"norm_correct_{game}"))]
         row += [player.field_maybe_none(f"points_{game}") for game in protocol.GAMES]
         row.append(player.field_maybe_none("payout"))
+        row += [player.participant.vars.get(_ONLINE_VARS.get(column, column)) for column in ONLINE_COLUMNS]
         yield row
 
 

@@ -19,6 +19,8 @@ from lab import app_registry
 from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_settings import forget_session_id, params, params_of
+from lab.online.config import is_online
+from lab.online.lobby import has_lobby, waits_per_group
 from lab.wait_for_all import MovesEveryoneOn
 
 
@@ -53,8 +55,14 @@ def set_round_matching(subsession, game: str) -> None:
         subsession.set_group_matrix([[pl] for pl in players])
         return
     rng = game_rng(subsession.session.code, game, "matching")
+    if has_lobby(subsession.session):
+        # Online H-H: nobody is paired until their cohort forms in the lobby (lab/online/lobby.py).
+        subsession.set_group_matrix([[pl] for pl in players])
+        return
     if p.with_agents:
-        seats = matching.agent_schedule(len(players), p.rounds_per_game, rng)[round_index]
+        # Online, participants go at their own pace: each has agents of their own (no waiting).
+        schedule = matching.private_agent_schedule if is_online(subsession.session) else matching.agent_schedule
+        seats = schedule(len(players), p.rounds_per_game, rng)[round_index]
         subsession.set_group_matrix([[pl] for pl in players])
         for pl, seat in zip(players, seats):
             pl.associate_kind = "agent"
@@ -250,8 +258,9 @@ def _page_of(app_module: str, name: str, page_class):
 
 
 def shared_pages(app_module: str, game: str, *, choices, start_round, read_messages=None) -> SimpleNamespace:
-    """GameIntro, RoundStart, Decision and Result of a game app. ``start_round(subsession)``
-    runs when everyone has reached the round's start (it starts the agents' turns); the chat
+    """GameIntro, RoundStart, Decision and Result of a game app. ``start_round(subsession,
+    players=None)`` runs when everyone (online: the group) has reached the round's start (it
+    starts the agents' turns: of ``players``, or of everyone); the chat
     app's ``read_messages`` gives the decision page this round's messages (``RoundMessages``)."""
     # The game without chat meets the round's new associate on the decision page.
     decision_shows_new_associate = game == "WoC"
@@ -271,9 +280,18 @@ def shared_pages(app_module: str, game: str, *, choices, start_round, read_messa
         """Every round starts together, so agents and humans are re-matched in step; the
         request that completes it moves everyone on (lab/wait_for_all.py)."""
 
-        wait_for_all_groups = True
         body_key = "common_waiting_all"
-        after_all_players_arrive = staticmethod(start_round)
+
+        @property
+        def wait_for_all_groups(self):
+            return not waits_per_group(self.session)  # online: the pair, or the human alone
+
+        @staticmethod
+        def after_all_players_arrive(subsession=None, group=None):
+            if subsession is not None:
+                start_round(subsession)
+            else:  # online: this group's agents only (lab/online/lobby.py)
+                start_round(group.subsession, players=group.get_players())
 
         @staticmethod
         def is_displayed(player):

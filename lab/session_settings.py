@@ -59,6 +59,20 @@ def config_defaults() -> dict:
 
     defaults.update(session_config_defaults())
     defaults["session_budget"] = 20.0
+    # online: entry, lobby, completion (docs/online.md; lab/online/config.py reads them)
+    defaults.update(
+        online=False,
+        prolific_completion_codes="",  # completed=CODE,screened_out=CODE,... (or JSON), one per outcome
+        online_url_params="",  # more study-link parameters to keep, comma-separated names
+        online_quiz_attempts=3,  # quiz submissions before a participant is screened out
+        online_instructions_seconds=300,  # Welcome, Rules, Quiz (the lab: no limit)
+        online_intro_seconds=60,  # GameIntro
+        online_questionnaire_seconds=180,  # each questionnaire page
+        online_payment_seconds=60,  # the payment page, then the exit page
+        prolific_bonus_rate=1.0,  # Prolific's currency per unit of the session's currency, bonus file
+        online_lobby_seconds=300,  # H-H: the longest wait in the lobby, then the exit with the show-up fee
+        online_cohort_size=0,  # H-H: participants per cohort (0: rounds + 1, made even)
+    )
     return defaults
 
 
@@ -180,12 +194,17 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
             raise SessionConfigError(f"Session config '{STAGE_CONFIG_KEYS[stage]}' must be positive, not {seconds}.")
     if p.message_max_chars < 1:
         raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
-    if p.associate_type == "human":
+    from lab.online.config import config_is_online, problem as online_problem
+
+    online_refusal = online_problem(merged, num_participants)
+    if online_refusal:
+        raise SessionConfigError(online_refusal)
+    if p.associate_type == "human" and not config_is_online(merged):  # online: cohorts (lab/online/lobby.py)
         try:
             matching.check_perfect_stranger_possible(num_participants, p.rounds_per_game)
         except matching.MatchingError as exc:
             raise SessionConfigError(str(exc)) from None
-    else:
+    elif p.associate_type != "human":
         from agents.config import ConfigError, ModelConfig
         from agents.models import build_model, check_model
 

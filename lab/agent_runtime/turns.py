@@ -302,10 +302,11 @@ def mark_abandoned(record: dict, cost: Optional[float]) -> dict:
 INSERT_ROWS_PER_STATEMENT = 100
 
 
-def start_round(subsession, tables: GameTables) -> None:
-    """RoundStart: every agent's first turn of the round starts now."""
+def start_round(subsession, tables: GameTables, players=None) -> None:
+    """RoundStart: every agent's first turn of the round starts now (of ``players`` only when
+    given: online, a participant's round starts when they arrive)."""
     first = TurnKind.MESSAGE_1.value if tables.with_chat else TurnKind.DECISION.value
-    players = [player for player in subsession.get_players()
+    players = [player for player in (subsession.get_players() if players is None else players)
                if lab_game.is_played(player) and player.associate_kind == "agent"]
     if not players:
         return
