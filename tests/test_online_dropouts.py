@@ -53,16 +53,21 @@ class Recording(HttpParticipant):
         return response
 
 
-def leaves_at(page_name: str):
-    """on_page: the participant closes their tab on reaching ``page_name`` (no more requests)."""
+def leaves_at(page_name: str, times: int = 1):
+    """on_page: the participant closes their tab on reaching ``page_name`` for the ``times``-th time
+    (no more requests)."""
+    seen = []
+
     def on_page(participant, page, index):
         if page == page_name:
-            raise Stop()
+            seen.append(index)
+            if len(seen) == times:
+                raise Stop()
     return on_page
 
 
-def play_all(server, codes, dropout: str, leave_page: str = "Message1", timeout: float = 400):
-    players = {code: Recording(server.base_url, code, on_page=leaves_at(leave_page) if code == dropout else None)
+def play_all(server, codes, dropout: str, leave_page: str = "Message1", timeout: float = 400, times: int = 1):
+    players = {code: Recording(server.base_url, code, on_page=leaves_at(leave_page, times) if code == dropout else None)
                for code in codes}
     errors = {}
 
@@ -87,16 +92,6 @@ def exports(server, code):
     return {name: server.export("payment", f"custom_export_{name}", code) if name != "participants" else
             server.export("payment", "custom_export", code) for name in ("decisions", "messages", "llm_calls",
                                                                            "participants")}
-
-
-def wait_until(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.server
@@ -197,12 +192,16 @@ def analysis_leaves_out_stand_ins(data: dict, folder, excluded: int) -> None:
 @pytest.mark.server
 def test_uninformed_partner_sees_nothing_of_the_stand_in(lab_server):
     server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="2")
-    session = server.create_session("hh_uninformed_wc_first", 4, **ONLINE)
+    # The stand-in imitates: it plays from round 2 on, the dropped participant's round 1 in its memory.
+    session = server.create_session("hh_uninformed_wc_first", 4, **dict(ONLINE, stand_in_persona="imitate"))
     codes = [p["code"] for p in session["participants"]]
-    players = play_all(server, codes, codes[0])
+    players = play_all(server, codes, codes[0], times=2)
     decisions = server.export("payment", "custom_export_decisions", session["code"])
     partners = {d["player_code"] for d in decisions if d["partner_stand_in"] == "True"}
     assert partners
+    stand_in = [d for d in decisions if d["stand_in"] == "True"]
+    assert len(stand_in) == 3 and all(d["persona"] == "fair" and d["player_code"] == codes[0] for d in stand_in)
+    assert len([d for d in decisions if d["player_code"] == codes[0] and d["player_kind"] == "human"]) == 1
     for c in codes[1:]:
         assert players[c].done
         assert not [html for html in players[c].html.values() if "lab-stand-in-notice" in html]
@@ -271,14 +270,16 @@ def test_closed_tab_is_dropped_by_the_server_alone(lab_server):
         async with websockets.connect(_socket_url(server, staying, code)):
             async with websockets.connect(_socket_url(server, leaving, code)):
                 await asyncio.sleep(2)
-            # the leaving participant's tab is closed; the staying one keeps theirs open
+            # The leaving participant's tab is closed on the welcome page; the staying one keeps theirs open,
+            # plays, and waits at the first round's start for everyone, the one who left included.
             closed = time.time()
-            found = await asyncio.get_running_loop().run_in_executor(None, lambda: wait_until(
-                lambda: [r for r in server.export("payment", "custom_export", code) if r["dropped_reason"]],
-                40, "the closed tab's drop"))
-            return closed, found
+            player = HttpParticipant(server.base_url, staying)
+            await asyncio.get_running_loop().run_in_executor(None, lambda: player.play(timeout=200))
+            return closed, player
 
-    closed, dropped = asyncio.run(tabs())
+    closed, player = asyncio.run(tabs())
+    assert player.done and player.waited["RoundStart"] < 4 + 10, player.waited
+    dropped = [r for r in server.export("payment", "custom_export", code) if r["dropped_reason"]]
     assert [(r["participant_code"], r["dropped_reason"]) for r in dropped] == [(leaving, "closed_tab")]
     assert float(dropped[0]["dropped_at"]) - closed >= 4 - 0.5
     # Their pages are skipped: their link now goes past the last page.
