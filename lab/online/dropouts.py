@@ -34,6 +34,9 @@ EXIT_PAGE = "OnlineExit"
 logger = logging.getLogger("lab.online")
 
 _CONFIG: dict[str, dict] = {}  # session code -> its dropout settings (a config never changes)
+# The online sessions this process has seen (a page of theirs, or lab/online/presence.py's scan):
+# the closed-tab watcher looks at these.
+ONLINE_SESSIONS: set = set()
 
 
 def settings(session) -> dict:
@@ -46,6 +49,8 @@ def settings(session) -> dict:
                                                  if k in online_dropout_defaults()}}
         found["online"] = bool(found["online"])
         _CONFIG[session.code] = found
+        if found["online"]:
+            ONLINE_SESSIONS.add(session.code)
     return found
 
 
@@ -137,6 +142,7 @@ def _install() -> None:
     original_is_displayed = FormPageOrInGameWaitPage._is_displayed
 
     def _is_displayed(self):
+        _online_by_code(self.participant._session_code)  # noted for the closed-tab watcher (once per session)
         if seat_dropped(self.participant) and type(self).__name__ != EXIT_PAGE:
             if isinstance(self, WaitPage) and not self.wait_for_all_groups and not self.group_by_arrival_time \
                     and _group_has_stand_in(self):
@@ -179,7 +185,10 @@ def count_timeout(page) -> None:
     participant.vars[TIMEOUTS_KEY] = count
     if count >= int(settings(participant.session)["dropout_after_timeouts"]):
         # The page's own submission moves them on, past every page now skipped.
-        mark_dropped(participant, "timeouts", by="server", advance=False)
+        try:
+            mark_dropped(participant, "timeouts", by="server", advance=False)
+        except ValueError as refused:  # e.g. the last page: nothing left to skip
+            logger.warning("participant %s not dropped: %s", participant.code, refused)
 
 
 _install()

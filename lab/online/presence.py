@@ -62,15 +62,40 @@ def absent_since(participant, now: float | None = None) -> float | None:
     return max(_started_at, float(participant._last_request_timestamp or 0))
 
 
+_online_sessions = dropouts.ONLINE_SESSIONS  # codes of the online sessions this server knows of
+_scanned_at = 0.0
+RESCAN_SECONDS = 30.0  # new sessions are looked for this often (and at the start)
+
+
+def scan_sessions(now: float) -> None:
+    """Note the online sessions among the database's (each session's config is read once)."""
+    global _scanned_at
+    from otree.database import dbq
+    from otree.models import Session
+
+    _scanned_at = now
+    for (code,) in dbq(Session).with_entities(Session.code):
+        if code not in _online_sessions and dropouts._online_by_code(code):
+            _online_sessions.add(code)
+
+
+def needs_a_look(now: float) -> bool:
+    """Whether the watcher has anything to do (a lab server with no online session never takes
+    oTree's lock for it but to look for new sessions every ``RESCAN_SECONDS``)."""
+    return bool(_online_sessions) or now - _scanned_at >= RESCAN_SECONDS
+
+
 def due(now: float | None = None) -> list:
     """Drop every online participant whose pages have all been closed past their session's grace.
     Runs in a database scope under oTree's global lock; returns the codes dropped."""
     from otree.models import Participant, Session
 
     now = time.time() if now is None else now
+    if now - _scanned_at >= RESCAN_SECONDS:
+        scan_sessions(now)
     dropped = []
-    for session in Session.objects_filter():
-        if not dropouts.is_online(session) or pause.paused_since(session.code) is not None:
+    for session in Session.objects_filter(Session.code.in_(sorted(_online_sessions))) if _online_sessions else ():
+        if pause.paused_since(session.code) is not None:
             continue
         grace = float(dropouts.settings(session)["dropout_closed_tab_seconds"])
         candidates = Participant.objects_filter(Participant.session_id == session.id, Participant._index_in_pages > 0,
@@ -101,6 +126,8 @@ async def watch() -> None:
 
     while True:
         await asyncio.sleep(WATCH_SECONDS)
+        if not needs_a_look(time.time()):
+            continue
         try:
             async with lock2:  # the lock every page request takes
                 dropped = await asyncio.get_running_loop().run_in_executor(None, work)
