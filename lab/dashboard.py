@@ -450,9 +450,14 @@ RECENT_INTERVENTIONS = 20
 def control(session, record: list[dict]) -> dict:
     """The experimenter's actions: whether the session is paused, since when, the latest actions."""
     paused_at = pause.paused_since(session.code)
-    return dict(paused=paused_at is not None, paused_at=paused_at,
-                mark_dropped_available=interventions.dropouts_available(),
-                interventions=record[-RECENT_INTERVENTIONS:][::-1], interventions_total=len(record))
+    online = bool(session.config.get("online")) and interventions.dropouts_available()
+    found = dict(paused=paused_at is not None, paused_at=paused_at, mark_dropped_available=online,
+                 interventions=record[-RECENT_INTERVENTIONS:][::-1], interventions_total=len(record))
+    if online:
+        from lab.online.stand_in import summary  # dropped participants, stand-in pair-rounds
+
+        found["online"] = summary(session)
+    return found
 
 
 def session_dashboard(session) -> dict:

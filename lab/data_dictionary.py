@@ -87,6 +87,11 @@ DECISIONS = {
     "payoff": _c("points of the round", "integer", POINTS),
     "associate_payoff": _c("the associate's points of the round", "integer", POINTS),
     "decided_at": _c("time of the choice", "number", EPOCH),
+    "stand_in": _c("online: True when a stand-in agent played this row's seat (a dropped participant's)", "boolean"),
+    "partner_stand_in": _c("online sessions: True when the associate's seat was played by a stand-in agent", "boolean"),
+    "dropout_rule": _c("online sessions: how this pair-round went on after a seat's participant was dropped: "
+                       "stand_in (an agent played the seat), alone (stand_in = none: the seat's choice random, "
+                       "flagged timed_out); empty otherwise", enum=("stand_in", "alone")),
 }
 
 MESSAGES = {
@@ -104,6 +109,8 @@ MESSAGES = {
     "stage_started_at": _c("start of the message stage", "number", EPOCH),
     "sent_at": _c("time the message was sent", "number", EPOCH),
     "unsent_draft": _c("for a message not sent in time: what was in the box at the limit (never shown)"),
+    "stand_in": _c("online: True when a stand-in agent wrote it in a dropped participant's seat", "boolean"),
+    "partner_stand_in": _c("online: True for the partner's own messages of a stand-in pair-round", "boolean"),
 }
 
 NORM_INTERVALS_TEXT = ", ".join(f"{i} = {lo}-{hi} %" for i, (lo, hi) in enumerate(protocol.NORM_INTERVALS))
@@ -154,6 +161,8 @@ PARTICIPANTS = {
     "online_outcome": _c("online: how the participant left", enum=("completed", "screened_out", "lobby_timeout",
                                                                    "partner_dropped", "timed_out")),
     "completion_code": _c("online: the Prolific completion code the exit page showed"),
+    "dropped_reason": _c("online: why the participant was dropped", enum=("timeouts", "closed_tab", "experimenter")),
+    "dropped_at": _c("online sessions: when the participant was dropped", "number", EPOCH),
 }
 
 CALL_STATUSES = ("ok", "parse_error", "length", "refusal", "rate_limited", "provider_error", "timeout", "budget",

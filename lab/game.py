@@ -33,6 +33,23 @@ def game_rng(session_code: str, game: str, *parts) -> random.Random:
     return random.Random("-".join([session_code, game, *map(str, parts)]))
 
 
+# Online sessions (lab/online/dropouts.py): when a participant was dropped, in their vars.
+DROPPED_AT_KEY = "online_dropped_at"
+# A game player's ``dropout``: how the pair-round went on without a seat's participant
+# (lab/online/stand_in.py): "stand_in" (an agent played the dropped seat against this player),
+# "alone" (stand_in = none: the dropped seat's choice random, flagged, as a late participant's).
+DROPOUT_RULES = ("stand_in", "alone")
+
+
+def seat_dropped(participant) -> bool:
+    """The participant was dropped from their online session (read without marking vars changed)."""
+    return bool((participant._vars or {}).get(DROPPED_AT_KEY))
+
+
+def dropout_rule(player) -> str:
+    return player.field_maybe_none("dropout") or ""
+
+
 def is_played(player) -> bool:
     """Rounds past the session's rounds_per_game are skipped (NUM_ROUNDS is the maximum)."""
     return player.round_number <= params_of(player).rounds_per_game
@@ -89,7 +106,7 @@ def human_associate(player):
 
 def conversation_id(player, game: str) -> str:
     """Shared by both sides of one pair-round (DATA.md)."""
-    if player.associate_kind == "human":
+    if player.associate_kind == "human" or dropout_rule(player) == "stand_in":  # a stand-in keeps the seat's code
         first, second = sorted([player.participant.code, player.associate_code])
     else:
         first, second = player.participant.code, player.associate_code
@@ -164,8 +181,17 @@ def round_vars(player, game: str) -> dict:
         t=t,
         round_label=t["common_round_of"].format(round=player.round_number, rounds=p.rounds_per_game),
         game_label=t["common_game_of"].format(game_index=p.game_index(game)),
+        stand_in_notice=stand_in_notice(player, p, t),
         **payoff_table_vars(t),
     )
+
+
+def stand_in_notice(player, p, t) -> str:
+    """Label-informed H-H: the participant is told that their associate left and an agent plays
+    in their place (no deception). Label-uninformed sessions: nothing changes on screen."""
+    if p.informed and p.associate_type == "human" and dropout_rule(player) == "stand_in":
+        return t["dropouts_stand_in_notice"]
+    return ""
 
 
 class RoundMessages:
@@ -222,6 +248,7 @@ def decision_row(player, game: str) -> list:
         player.participant.code, "human", "", player.associate_code, player.associate_kind,
         conversation_id(player, game), player.choice, csv_bool(player.choice_timed_out), player.associate_choice,
         int(player.payoff), player.associate_payoff, player.decided_at,
+        "False", csv_bool(dropout_rule(player) == "stand_in"), dropout_rule(player),
     ]
 
 
@@ -229,7 +256,7 @@ DECISION_COLUMNS = [
     "session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
     "game", "game_index", "round", "player_code", "player_kind", "persona", "associate_code",
     "associate_kind", "conversation_id", "choice", "timed_out", "associate_choice", "payoff",
-    "associate_payoff", "decided_at",
+    "associate_payoff", "decided_at", "stand_in", "partner_stand_in", "dropout_rule",
 ]
 
 

@@ -128,7 +128,7 @@ def _mark_dropped(session, participant, who: str) -> dict:
     page = where(participant)
     try:
         changed = dropouts.mark_dropped(participant, reason="experimenter", by=who)
-    except ValueError as refused:  # the documented refusal (e.g. a reason it does not know)
+    except ValueError as refused:  # the documented refusal (not an online session, finished, ...)
         raise ActionRefused(409, f"mark dropped refused: {refused}") from None
     return _as_dict(record(session.code, who, "mark_dropped", participant.code,
                            dict(page=page, changed=bool(changed), reason="experimenter")))

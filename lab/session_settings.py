@@ -73,7 +73,28 @@ def config_defaults() -> dict:
         online_lobby_seconds=300,  # H-H: the longest wait in the lobby, then the exit with the show-up fee
         online_cohort_size=0,  # H-H: participants per cohort (0: rounds + 1, made even)
     )
+    # online: dropouts
+    defaults.update(online_dropout_defaults())
     return defaults
+
+
+# Defaults of the online dropout handling (lab/online/dropouts.py; docs/online.md "Dropouts").
+# 3 consecutive timed-out form pages: a whole round of the game with chat (message 1, message 2,
+# decision) without a single input; one or two can be a look away, three is someone gone.
+# 90 s with no page of theirs open: a reload, a browser restart or a network handover takes
+# seconds; 90 s is the outage the lab rides out, and shorter than the stage limits' sum of a round.
+DROPOUT_DEFAULTS = {
+    "online": False,
+    "dropout_after_timeouts": 3,
+    "dropout_closed_tab_seconds": 90,
+    "stand_in": "agent",  # agent | none
+    "stand_in_persona": "fair",  # cooperative | fair | selfish | imitate
+}
+
+
+def online_dropout_defaults() -> dict:
+    """The dropout keys (the contract's "online" key included: False, the lab stays the default)."""
+    return dict(DROPOUT_DEFAULTS)
 
 
 @dataclass(frozen=True)
@@ -199,11 +220,21 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     online_refusal = online_problem(merged, num_participants)
     if online_refusal:
         raise SessionConfigError(online_refusal)
+    if merged.get("online"):
+        validate_dropouts(merged)
     if p.associate_type == "human" and not config_is_online(merged):  # online: cohorts (lab/online/lobby.py)
         try:
             matching.check_perfect_stranger_possible(num_participants, p.rounds_per_game)
         except matching.MatchingError as exc:
             raise SessionConfigError(str(exc)) from None
+    if p.associate_type == "human" and merged.get("online") and merged.get("stand_in") == "agent":
+        from agents.config import ConfigError, ModelConfig
+        from agents.models import build_model
+
+        try:  # the stand-ins' model: a missing API key is refused now, not at the first dropout
+            build_model(ModelConfig.from_session_config(merged))
+        except ConfigError as exc:
+            raise SessionConfigError(f"Stand-in agents' model config: {exc}") from None
     elif p.associate_type != "human":
         from agents.config import ConfigError, ModelConfig
         from agents.models import build_model, check_model
@@ -233,3 +264,23 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         if float(merged.get("session_budget") or 0) < 0:
             raise SessionConfigError("Session config 'session_budget' must be 0 (no limit) or positive.")
     return p
+
+
+STAND_IN_RULES = ("agent", "none")
+STAND_IN_PERSONAS = ("cooperative", "fair", "selfish", "imitate")
+
+
+def validate_dropouts(merged: dict) -> None:
+    """The online dropout keys (docs/online.md "Dropouts")."""
+    if merged.get("stand_in") not in STAND_IN_RULES:
+        raise SessionConfigError(f"Session config 'stand_in' is {merged.get('stand_in')!r}; it must be agent or none.")
+    if merged.get("stand_in_persona") not in STAND_IN_PERSONAS:
+        raise SessionConfigError(f"Session config 'stand_in_persona' is {merged.get('stand_in_persona')!r}; it must "
+                                 f"be one of {', '.join(STAND_IN_PERSONAS)}.")
+    for key in ("dropout_after_timeouts", "dropout_closed_tab_seconds"):
+        try:
+            ok = float(merged.get(key)) >= 1
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SessionConfigError(f"Session config '{key}' must be a number of at least 1, not {merged.get(key)!r}.")

@@ -1,0 +1,312 @@
+"""Dropouts in online sessions (lab/online/), on the production server, SQLite and PostgreSQL.
+
+- H-H, stand_in = agent: one participant stops answering in round 1 (their tab is gone); oTree's
+  timeout worker submits their pages; at the second timed-out form page they are dropped; an
+  agent stand-in plays their seat from the next stage on, through the agent runtime (its calls in
+  the llm_calls export). Every other participant finishes without waiting for them; in every
+  export the stand-in's rows are flagged ``stand_in``, the partners' ``partner_stand_in``; the
+  dropped participant's later pages are skipped and the participants export says why and when;
+  the dashboard's counts are the exports' recount; the informed partner is told of the stand-in.
+- The label-uninformed session is blind: the partner's pages look as they do to everyone else.
+- stand_in = none: the partner finishes the pair-round alone (the seat's choice random, flagged).
+- H-F: the dropped participant's agents are not left running, the other participant finishes.
+- A closed tab is dropped by the server itself (nobody else acts), past the session's grace.
+- The experimenter's "mark dropped" drops a participant of an online session (login required).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from collections import Counter
+
+import pytest
+import requests
+
+from tests.admin_client import AUTH_ENV, AdminClient
+from tests.http_participant import PAGE_RE, WAIT_PAGES, HttpParticipant
+
+TITLE = re.compile(r"<title>(.*?)</title>", re.S)
+
+STAGES = dict(message_1_seconds=4, read_1_seconds=3, message_2_seconds=4, read_2_seconds=3, decision_seconds=4,
+              result_seconds=3)
+ONLINE = dict(online=True, rounds_per_game=2, language="en", llm_provider="simulated", llm_simulated_latency=0,
+              dropout_after_timeouts=2, dropout_closed_tab_seconds=600, **STAGES)
+
+
+class Stop(Exception):
+    pass
+
+
+class Recording(HttpParticipant):
+    """An HTTP participant that keeps each page's HTML (what the person would have seen)."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.html: dict = {}
+
+    def _request(self, method, url, page, **kwargs):
+        response = super()._request(method, url, page, **kwargs)
+        self.html[response.url] = response.text
+        return response
+
+
+def leaves_at(page_name: str, times: int = 1):
+    """on_page: the participant closes their tab on reaching ``page_name`` for the ``times``-th time
+    (no more requests)."""
+    seen = []
+
+    def on_page(participant, page, index):
+        if page == page_name:
+            seen.append(index)
+            if len(seen) == times:
+                raise Stop()
+    return on_page
+
+
+def play_all(server, codes, dropout: str, leave_page: str = "Message1", timeout: float = 400, times: int = 1):
+    players = {code: Recording(server.base_url, code, on_page=leaves_at(leave_page, times) if code == dropout else None)
+               for code in codes}
+    errors = {}
+
+    def run(player):
+        try:
+            player.play(timeout=timeout)
+        except Stop:
+            pass
+        except Exception as error:  # noqa: BLE001  reported below
+            errors[player.code] = error
+
+    threads = [threading.Thread(target=run, args=(p,)) for p in players.values()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    return players
+
+
+def exports(server, code):
+    return {name: server.export("payment", f"custom_export_{name}", code) if name != "participants" else
+            server.export("payment", "custom_export", code) for name in ("decisions", "messages", "llm_calls",
+                                                                           "participants")}
+
+
+@pytest.mark.server
+def test_hh_dropout_stand_in_everyone_finishes_and_flags_are_right(lab_server, database_url, tmp_path):
+    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="2")
+    session = server.create_session("hh_informed_wc_first", 4, **ONLINE)
+    code = session["code"]
+    codes = [p["code"] for p in session["participants"]]
+    dropout = codes[0]
+    players = play_all(server, codes, dropout)
+    remaining = [c for c in codes if c != dropout]
+    assert all(players[c].done for c in remaining)
+    # Nobody waited for the one who left past a stage limit plus the worker's margin.
+    for c in remaining:
+        assert max(players[c].waited.values()) < 60, players[c].waited
+
+    data = exports(server, code)
+    participants = {row["participant_code"]: row for row in data["participants"]}
+    assert participants[dropout]["dropped_reason"] == "timeouts" and float(participants[dropout]["dropped_at"]) > 0
+    assert all(participants[c]["dropped_reason"] == "" for c in remaining)
+
+    decisions = data["decisions"]
+    stand_in = [d for d in decisions if d["stand_in"] == "True"]
+    # Every round of the dropped seat but none it decided itself: 2 games x 2 rounds, all played by the stand-in
+    # (it left at message 1 of round 1).
+    assert len(stand_in) == 4, stand_in
+    assert {d["player_code"] for d in stand_in} == {dropout}
+    assert all(d["player_kind"] == "agent" and d["persona"] == "fair" and d["dropout_rule"] == "stand_in"
+               for d in stand_in)
+    assert not [d for d in decisions if d["player_code"] == dropout and d["stand_in"] == "False"]
+    partners = [d for d in decisions if d["partner_stand_in"] == "True"]
+    assert len(partners) == 4 and all(d["player_kind"] == "human" and d["associate_code"] == dropout
+                                      for d in partners)
+    # Both sides of a stand-in pair-round share its conversation id, and their choices and payoffs agree.
+    by_conversation = {d["conversation_id"]: d for d in stand_in}
+    for d in partners:
+        other = by_conversation[d["conversation_id"]]
+        assert (d["associate_choice"], d["associate_payoff"]) == (other["choice"], other["payoff"])
+    assert all(d["stand_in"] == d["partner_stand_in"] == "False" for d in decisions
+               if d["conversation_id"] not in by_conversation)
+    humans = [d for d in decisions if d["player_kind"] == "human"]
+    assert Counter(d["player_code"] for d in humans) == {c: 4 for c in remaining}
+
+    messages = data["messages"]
+    flagged = [m for m in messages if m["stand_in"] == "True"]
+    assert flagged and all(m["sender_code"] == dropout and m["sender_kind"] == "agent" for m in flagged)
+    assert all(m["conversation_id"] in by_conversation for m in flagged)
+    assert all(m["receiver_code"] == dropout for m in messages if m["partner_stand_in"] == "True")
+    assert all(m["stand_in"] == m["partner_stand_in"] == "False" for m in messages
+               if m["conversation_id"] not in by_conversation)
+    # The stand-in's turns are model calls on record, charged to the partners it played.
+    calls = data["llm_calls"]
+    assert calls and {c["participant_code"] for c in calls} == {d["associate_code"] for d in stand_in}
+    assert {c["agent_id"] for c in calls} == {dropout}
+
+    # The informed partner was told, on the pages of those pair-rounds and no others.
+    for c in remaining:
+        noticed = [url for url, html in players[c].html.items() if 'id="lab-stand-in-notice"' in html]
+        had_stand_in = any(d["player_code"] == c for d in partners)
+        assert bool(noticed) == had_stand_in, (c, noticed)
+
+    # The dashboard says what the exports say.
+    dashboard = requests.get(f"{server.base_url}/LabDashboardData/{code}", timeout=60).json()
+    online = dashboard["control"]["online"]
+    assert [row["code"] for row in online["dropped"]] == [dropout]
+    assert online["stand_in_pair_rounds"] == len(by_conversation) == 4
+    assert online["alone_pair_rounds"] == 0
+    if not database_url:
+        analysis_leaves_out_stand_ins(data, tmp_path, excluded=len(by_conversation))
+
+
+def analysis_leaves_out_stand_ins(data: dict, folder, excluded: int) -> None:
+    """The analysis CLI on these exports: stand-in pair-rounds left out and counted, or kept."""
+    import csv
+    import subprocess
+    import sys
+
+    exports = folder / "exports"
+    exports.mkdir()
+    for name, rows in data.items():
+        with open(exports / f"{name}.csv", "w", newline="", encoding="utf-8") as out:
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    kept_rows = {}
+    for flag in ([], ["--include-stand-ins"]):
+        report = folder / ("report" + "".join(flag))
+        result = subprocess.run([sys.executable, "-m", "analysis", str(exports), "--out", str(report), *flag],
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-2000:]
+        said = f"{excluded} stand-in pair-rounds {'kept' if flag else 'excluded'}"
+        assert said in result.stdout and said in (report / "report.html").read_text(encoding="utf-8")
+        with open(report / "tables" / "tidy_decisions.csv", encoding="utf-8") as tidy:
+            kept_rows[bool(flag)] = sum(1 for _ in csv.DictReader(tidy))
+    assert kept_rows[True] - kept_rows[False] == 2 * excluded, kept_rows
+
+
+@pytest.mark.server
+def test_uninformed_partner_sees_nothing_of_the_stand_in(lab_server):
+    server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="2")
+    # The stand-in imitates: it plays from round 2 on, the dropped participant's round 1 in its memory.
+    session = server.create_session("hh_uninformed_wc_first", 4, **dict(ONLINE, stand_in_persona="imitate"))
+    codes = [p["code"] for p in session["participants"]]
+    players = play_all(server, codes, codes[0], times=2)
+    decisions = server.export("payment", "custom_export_decisions", session["code"])
+    partners = {d["player_code"] for d in decisions if d["partner_stand_in"] == "True"}
+    assert partners
+    stand_in = [d for d in decisions if d["stand_in"] == "True"]
+    assert len(stand_in) == 3 and all(d["persona"] == "fair" and d["player_code"] == codes[0] for d in stand_in)
+    assert len([d for d in decisions if d["player_code"] == codes[0] and d["player_kind"] == "human"]) == 1
+    for c in codes[1:]:
+        assert players[c].done
+        assert not [html for html in players[c].html.values() if "lab-stand-in-notice" in html]
+    # The same pages, in the same order, with the same titles, as a participant who never met the stand-in
+    # (wait pages aside: whether one shows depends on who arrives first, for humans and agents alike).
+    def sequence(c):
+        shown = []
+        for url, html in players[c].html.items():
+            match = PAGE_RE.search(url)
+            if match and match["page"] not in WAIT_PAGES:
+                shown.append((match["page"], TITLE.search(html).group(1).strip()))
+        return shown
+    assert all(sequence(c) == sequence(codes[1]) for c in codes[2:])
+
+
+@pytest.mark.server
+def test_stand_in_none_partner_finishes_alone(lab_server):
+    server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="2")
+    session = server.create_session("hh_informed_woc_first", 4, **dict(ONLINE, stand_in="none"))
+    codes = [p["code"] for p in session["participants"]]
+    dropout = codes[0]
+    players = play_all(server, codes, dropout, leave_page="Decision")
+    assert all(players[c].done for c in codes[1:])
+    decisions = server.export("payment", "custom_export_decisions", session["code"])
+    alone = [d for d in decisions if d["dropout_rule"] == "alone"]
+    seat = [d for d in alone if d["player_code"] == dropout]
+    assert seat and all(d["timed_out"] == "True" for d in seat)
+    assert len(alone) == 2 * len(seat) and not [d for d in decisions if d["stand_in"] == "True"]
+    dashboard = requests.get(f"{server.base_url}/LabDashboardData/{session['code']}", timeout=60).json()
+    assert dashboard["control"]["online"]["alone_pair_rounds"] == len(seat)
+
+
+@pytest.mark.server
+def test_hf_dropout_the_other_finishes(lab_server, database_url):
+    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="2")
+    session = server.create_session("hf_informed_wc_first", 2, **ONLINE)
+    codes = [p["code"] for p in session["participants"]]
+    players = play_all(server, codes, codes[0])
+    assert players[codes[1]].done
+    data = exports(server, session["code"])
+    participants = {row["participant_code"]: row for row in data["participants"]}
+    assert participants[codes[0]]["dropped_reason"] == "timeouts"
+    assert not [d for d in data["decisions"] if d["stand_in"] == "True" or d["partner_stand_in"] == "True"]
+    humans = Counter(d["player_code"] for d in data["decisions"] if d["player_kind"] == "human")
+    assert humans[codes[1]] == 4 and humans[codes[0]] <= 1
+
+
+def _socket_url(server, participant: str, session_code: str) -> str:
+    return (server.base_url.replace("http://", "ws://") + f"/lab_notices?participant_code={participant}"
+            f"&session_code={session_code}&since=0")
+
+
+@pytest.mark.server
+def test_closed_tab_is_dropped_by_the_server_alone(lab_server):
+    import websockets
+
+    server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="1")
+    session = server.create_session("hf_informed_wc_first", 2, **dict(ONLINE, rounds_per_game=1,
+                                                                       dropout_closed_tab_seconds=4))
+    code = session["code"]
+    leaving, staying = [p["code"] for p in session["participants"]]
+    for participant in (leaving, staying):
+        requests.get(server.start_url(participant), timeout=30)
+
+    async def tabs():
+        async with websockets.connect(_socket_url(server, staying, code)):
+            async with websockets.connect(_socket_url(server, leaving, code)):
+                await asyncio.sleep(2)
+            # The leaving participant's tab is closed on the welcome page; the staying one keeps theirs open,
+            # plays, and waits at the first round's start for everyone, the one who left included.
+            closed = time.time()
+            player = HttpParticipant(server.base_url, staying)
+            await asyncio.get_running_loop().run_in_executor(None, lambda: player.play(timeout=200))
+            return closed, player
+
+    closed, player = asyncio.run(tabs())
+    assert player.done and player.waited["RoundStart"] < 4 + 10, player.waited
+    dropped = [r for r in server.export("payment", "custom_export", code) if r["dropped_reason"]]
+    assert [(r["participant_code"], r["dropped_reason"]) for r in dropped] == [(leaving, "closed_tab")]
+    assert float(dropped[0]["dropped_at"]) - closed >= 4 - 0.5
+    # Their pages are skipped: their link now goes past the last page.
+    assert "OutOfRange" in requests.get(server.start_url(leaving), timeout=30).url
+
+
+@pytest.mark.server
+def test_experimenter_marks_dropped_with_the_login(lab_server):
+    server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="1", **AUTH_ENV)
+    session = server.create_session("hh_informed_wc_first", 2, **dict(ONLINE, rounds_per_game=1))
+    code = session["code"]
+    dropout, partner = [p["code"] for p in session["participants"]]
+    for participant in (dropout, partner):
+        requests.get(server.start_url(participant), timeout=30)
+    anonymous = requests.post(f"{server.base_url}/LabIntervene/{code}", data=dict(action="mark_dropped",
+                                                                                  participant=dropout), timeout=30)
+    assert anonymous.status_code == 401
+    admin = AdminClient(server.base_url)
+    response = admin.act(code, "mark_dropped", participant=dropout)
+    assert response.status_code == 200, response.text
+    again = admin.act(code, "mark_dropped", participant=dropout)  # dropped already: recorded, nothing changed
+    assert again.status_code == 200 and again.json()["intervention"]["detail"]["changed"] is False
+    rows = {r["participant_code"]: r for r in admin.export("custom_export", code)}
+    assert rows[dropout]["dropped_reason"] == "experimenter" and rows[partner]["dropped_reason"] == ""
+    # The partner plays the whole session against the stand-in.
+    player = Recording(server.base_url, partner)
+    player.play(timeout=200)
+    assert player.done
+    decisions = admin.export("custom_export_decisions", code)
+    assert {(d["player_code"], d["stand_in"]) for d in decisions} == {(partner, "False"), (dropout, "True")}
