@@ -32,8 +32,8 @@ def participant_columns() -> list:
     return (["session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
              "participant_code", "participant_label", "quiz_attempts"]
             + _questionnaire_columns() + per_game
-            + [f"points_{game}" for game in protocol.GAMES] + ["payout", "dropped_reason", "dropped_at"]
-            + ONLINE_COLUMNS)
+            + [f"points_{game}" for game in protocol.GAMES] + ["payout"] + ONLINE_COLUMNS
+            + ["dropped_reason", "dropped_at"])
 
 
 # Online sessions (lab/online/entry.py, exit.py): the study link's ids, the outcome and its code.
@@ -60,8 +60,8 @@ def participants_rows(players):
                     lab_game.csv_bool(player.field_maybe_none(f"norm_correct_{game}"))]
         row += [player.field_maybe_none(f"points_{game}") for game in protocol.GAMES]
         row.append(player.field_maybe_none("payout"))
-        row += dropped(player.participant)
         row += [player.participant.vars.get(_ONLINE_VARS.get(column, column)) for column in ONLINE_COLUMNS]
+        row += dropped(player.participant)
         yield row
 
 
