@@ -10,13 +10,16 @@
 - The label-uninformed session is blind: the partner's pages look as they do to everyone else.
 - stand_in = none: the partner finishes the pair-round alone (the seat's choice random, flagged).
 - H-F: the dropped participant's agents are not left running, the other participant finishes.
-- A closed tab is dropped by the server itself (nobody else acts), past the session's grace.
+- A closed tab is dropped by the server itself (nobody else acts), past the session's grace: in a
+  lobby cohort (the stand-in plays the seat, the partner's round starts), and in the lobby (never
+  seated in a cohort).
+- Everyone arrives by the study link and waits in the lobby (H-H) until their cohort forms;
+  completion codes and outcomes (timed_out, partner_dropped, completed) are checked.
 - The experimenter's "mark dropped" drops a participant of an online session (login required).
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
 import time
@@ -27,13 +30,22 @@ import requests
 
 from tests.admin_client import AUTH_ENV, AdminClient
 from tests.http_participant import PAGE_RE, WAIT_PAGES, HttpParticipant
+from tests.test_online_entry import CODES
 
 TITLE = re.compile(r"<title>(.*?)</title>", re.S)
 
 STAGES = dict(message_1_seconds=4, read_1_seconds=3, message_2_seconds=4, read_2_seconds=3, decision_seconds=4,
               result_seconds=3)
 ONLINE = dict(online=True, rounds_per_game=2, language="en", llm_provider="simulated", llm_simulated_latency=0,
-              dropout_after_timeouts=2, dropout_closed_tab_seconds=600, **STAGES)
+              dropout_after_timeouts=2, dropout_closed_tab_seconds=600,
+              prolific_completion_codes=",".join(f"{k}={v}" for k, v in CODES.items()), **STAGES)
+STUDY = "65f0e1d2c3b4a59687786950"
+
+
+def study_link(session: dict, number: int) -> str:
+    """The study link as Prolific fills it in for its ``number``-th participant."""
+    return (f"{session['session_wide_url']}?PROLIFIC_PID=pid{number:021d}&STUDY_ID={STUDY}"
+            f"&SESSION_ID=sub{number:021d}")
 
 
 class Stop(Exception):
@@ -66,26 +78,31 @@ def leaves_at(page_name: str, times: int = 1):
     return on_page
 
 
-def play_all(server, codes, dropout: str, leave_page: str = "Message1", timeout: float = 400, times: int = 1):
-    players = {code: Recording(server.base_url, code, on_page=leaves_at(leave_page, times) if code == dropout else None)
-               for code in codes}
+def play_all(server, session: dict, leave_page: str = "Message1", timeout: float = 400, times: int = 1,
+             on_stop=None):
+    """Everyone of the session arrives by the study link and plays; the first of them closes their
+    tab at ``leave_page``. Returns ({participant code: player}, the dropout's code)."""
+    numbers = range(len(session["participants"]))
+    players = [Recording(server.base_url, "", entry_url=study_link(session, number),
+                         on_page=leaves_at(leave_page, times) if number == 0 else None) for number in numbers]
     errors = {}
 
     def run(player):
         try:
             player.play(timeout=timeout)
         except Stop:
-            pass
+            if on_stop:
+                on_stop(player.code)
         except Exception as error:  # noqa: BLE001  reported below
             errors[player.code] = error
 
-    threads = [threading.Thread(target=run, args=(p,)) for p in players.values()]
+    threads = [threading.Thread(target=run, args=(p,)) for p in players]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert not errors, errors
-    return players
+    return {player.code: player for player in players}, players[0].code
 
 
 def exports(server, code):
@@ -94,16 +111,28 @@ def exports(server, code):
                                                                            "participants")}
 
 
+def exports_once(server, code, ready, seconds: float = 60) -> dict:
+    """The exports once ``ready(exports)`` holds (the server acts by itself: timeouts, closed tabs)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        data = exports(server, code)
+        if ready(data) or time.monotonic() > deadline:
+            return data
+        time.sleep(1)
+
+
 @pytest.mark.server
 def test_hh_dropout_stand_in_everyone_finishes_and_flags_are_right(lab_server, database_url, tmp_path):
     server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="2")
     session = server.create_session("hh_informed_wc_first", 4, **ONLINE)
     code = session["code"]
-    codes = [p["code"] for p in session["participants"]]
-    dropout = codes[0]
-    players = play_all(server, codes, dropout)
+    # The four form one cohort in the lobby; one of them closes their tab at the first message.
+    players, dropout = play_all(server, session)
+    codes = list(players)
     remaining = [c for c in codes if c != dropout]
     assert all(players[c].done for c in remaining)
+    # The dropped participant's outcome, and the others' completion codes on their exit page.
+    assert all(players[c].completion_code == CODES["completed"] for c in remaining)
     # Nobody waited for the one who left past a stage limit plus the worker's margin.
     for c in remaining:
         assert max(players[c].waited.values()) < 60, players[c].waited
@@ -112,6 +141,9 @@ def test_hh_dropout_stand_in_everyone_finishes_and_flags_are_right(lab_server, d
     participants = {row["participant_code"]: row for row in data["participants"]}
     assert participants[dropout]["dropped_reason"] == "timeouts" and float(participants[dropout]["dropped_at"]) > 0
     assert all(participants[c]["dropped_reason"] == "" for c in remaining)
+    assert participants[dropout]["online_outcome"] == "timed_out" and participants[dropout]["prolific_pid"]
+    assert all((participants[c]["online_outcome"], participants[c]["completion_code"]) == ("completed", CODES["completed"])
+               for c in remaining)
 
     decisions = data["decisions"]
     stand_in = [d for d in decisions if d["stand_in"] == "True"]
@@ -194,8 +226,8 @@ def test_uninformed_partner_sees_nothing_of_the_stand_in(lab_server):
     server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="2")
     # The stand-in imitates: it plays from round 2 on, the dropped participant's round 1 in its memory.
     session = server.create_session("hh_uninformed_wc_first", 4, **dict(ONLINE, stand_in_persona="imitate"))
-    codes = [p["code"] for p in session["participants"]]
-    players = play_all(server, codes, codes[0], times=2)
+    players, dropout = play_all(server, session, times=2)
+    codes = [dropout] + [c for c in players if c != dropout]
     decisions = server.export("payment", "custom_export_decisions", session["code"])
     partners = {d["player_code"] for d in decisions if d["partner_stand_in"] == "True"}
     assert partners
@@ -221,15 +253,23 @@ def test_uninformed_partner_sees_nothing_of_the_stand_in(lab_server):
 def test_stand_in_none_partner_finishes_alone(lab_server):
     server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="2")
     session = server.create_session("hh_informed_woc_first", 4, **dict(ONLINE, stand_in="none"))
-    codes = [p["code"] for p in session["participants"]]
-    dropout = codes[0]
-    players = play_all(server, codes, dropout, leave_page="Decision")
+    players, dropout = play_all(server, session, leave_page="Decision")
+    codes = [dropout] + [c for c in players if c != dropout]
     assert all(players[c].done for c in codes[1:])
     decisions = server.export("payment", "custom_export_decisions", session["code"])
     alone = [d for d in decisions if d["dropout_rule"] == "alone"]
     seat = [d for d in alone if d["player_code"] == dropout]
     assert seat and all(d["timed_out"] == "True" for d in seat)
     assert len(alone) == 2 * len(seat) and not [d for d in decisions if d["stand_in"] == "True"]
+    # The partners who finished alone played to the end and leave with the partner-dropped code; the
+    # dropped participant's outcome is timed_out, everyone else's completed.
+    partners = {d["player_code"] for d in alone if d["player_code"] != dropout}
+    assert partners and all(players[c].completion_code == CODES["partner_dropped"] for c in partners)
+    assert all(players[c].completion_code == CODES["completed"] for c in codes[1:] if c not in partners)
+    rows = {r["participant_code"]: r for r in server.export("payment", "custom_export", session["code"])}
+    assert rows[dropout]["online_outcome"] == "timed_out"
+    assert all(rows[c]["online_outcome"] == ("partner_dropped" if c in partners else "completed") for c in codes[1:])
+    assert all(float(rows[c]["payout"]) > 0 for c in partners)
     dashboard = requests.get(f"{server.base_url}/LabDashboardData/{session['code']}", timeout=60).json()
     assert dashboard["control"]["online"]["alone_pair_rounds"] == len(seat)
 
@@ -238,10 +278,12 @@ def test_stand_in_none_partner_finishes_alone(lab_server):
 def test_hf_dropout_the_other_finishes(lab_server, database_url):
     server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="2")
     session = server.create_session("hf_informed_wc_first", 2, **ONLINE)
-    codes = [p["code"] for p in session["participants"]]
-    players = play_all(server, codes, codes[0])
-    assert players[codes[1]].done
-    data = exports(server, session["code"])
+    players, dropout = play_all(server, session)
+    codes = [dropout] + [c for c in players if c != dropout]
+    assert players[codes[1]].done and players[codes[1]].completion_code == CODES["completed"]
+    # Online, each participant has agents of their own and waits for nobody: the other may be done before
+    # the server has timed out the one who left twice.
+    data = exports_once(server, session["code"], lambda data: any(r["dropped_reason"] for r in data["participants"]))
     participants = {row["participant_code"]: row for row in data["participants"]}
     assert participants[codes[0]]["dropped_reason"] == "timeouts"
     assert not [d for d in data["decisions"] if d["stand_in"] == "True" or d["partner_stand_in"] == "True"]
@@ -249,41 +291,67 @@ def test_hf_dropout_the_other_finishes(lab_server, database_url):
     assert humans[codes[1]] == 4 and humans[codes[0]] <= 1
 
 
-def _socket_url(server, participant: str, session_code: str) -> str:
-    return (server.base_url.replace("http://", "ws://") + f"/lab_notices?participant_code={participant}"
-            f"&session_code={session_code}&since=0")
+@pytest.mark.server
+def test_closed_tab_in_a_cohort_is_dropped_by_the_server_alone(lab_server):
+    """One of a cohort closes their tab on the game's intro page: the server drops them past the
+    grace, the stand-in plays their seat, and the partner's round starts without them."""
+    server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="1")
+    session = server.create_session("hh_informed_wc_first", 2, **dict(ONLINE, rounds_per_game=1,
+                                                                       dropout_closed_tab_seconds=4))
+    code = session["code"]
+    left = {}
+    players, leaving = play_all(server, session, leave_page="GameIntro", timeout=200,
+                                on_stop=lambda c: left.setdefault("at", time.time()))
+    staying = next(c for c in players if c != leaving)
+    player = players[staying]
+    assert player.done and player.completion_code == CODES["completed"]
+    assert player.waited.get("RoundStart", 0) < 4 + 10, player.waited
+    rows = {r["participant_code"]: r for r in server.export("payment", "custom_export", code)}
+    assert (rows[leaving]["dropped_reason"], rows[leaving]["online_outcome"]) == ("closed_tab", "timed_out")
+    assert float(rows[leaving]["dropped_at"]) - left["at"] >= 4 - 1.5
+    decisions = server.export("payment", "custom_export_decisions", code)
+    assert {(d["player_code"], d["stand_in"], d["partner_stand_in"]) for d in decisions} == {
+        (staying, "False", "True"), (leaving, "True", "False")}
+    # Their pages are skipped: their link now shows the exit page, with the timed-out code.
+    back = requests.get(server.start_url(leaving), timeout=30)
+    assert "/OnlineExit/" in back.url and f'id="completion-code">{CODES["timed_out"]}<' in back.text
+
+
+class LeavesTheLobby(HttpParticipant):
+    """Waits in the lobby a few seconds, alone, then closes the tab."""
+
+    def wait_in_lobby(self, response, deadline):
+        super().wait_in_lobby(response, time.monotonic() + 3)
+        raise Stop()
 
 
 @pytest.mark.server
-def test_closed_tab_is_dropped_by_the_server_alone(lab_server):
-    import websockets
-
+def test_closed_tab_in_the_lobby_is_never_seated(lab_server):
+    """A participant who closes their tab in the lobby is dropped there by the server and never put
+    in a cohort; the two who come after form one and finish; nobody has a stand-in."""
     server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="1")
-    session = server.create_session("hf_informed_wc_first", 2, **dict(ONLINE, rounds_per_game=1,
+    session = server.create_session("hh_informed_wc_first", 3, **dict(ONLINE, rounds_per_game=1,
                                                                        dropout_closed_tab_seconds=4))
     code = session["code"]
-    leaving, staying = [p["code"] for p in session["participants"]]
-    for participant in (leaving, staying):
-        requests.get(server.start_url(participant), timeout=30)
-
-    async def tabs():
-        async with websockets.connect(_socket_url(server, staying, code)):
-            async with websockets.connect(_socket_url(server, leaving, code)):
-                await asyncio.sleep(2)
-            # The leaving participant's tab is closed on the welcome page; the staying one keeps theirs open,
-            # plays, and waits at the first round's start for everyone, the one who left included.
-            closed = time.time()
-            player = HttpParticipant(server.base_url, staying)
-            await asyncio.get_running_loop().run_in_executor(None, lambda: player.play(timeout=200))
-            return closed, player
-
-    closed, player = asyncio.run(tabs())
-    assert player.done and player.waited["RoundStart"] < 4 + 10, player.waited
-    dropped = [r for r in server.export("payment", "custom_export", code) if r["dropped_reason"]]
-    assert [(r["participant_code"], r["dropped_reason"]) for r in dropped] == [(leaving, "closed_tab")]
-    assert float(dropped[0]["dropped_at"]) - closed >= 4 - 0.5
-    # Their pages are skipped: their link now goes past the last page.
-    assert "OutOfRange" in requests.get(server.start_url(leaving), timeout=30).url
+    leaver = LeavesTheLobby(server.base_url, "", entry_url=study_link(session, 0))
+    with pytest.raises(Stop):
+        leaver.play(timeout=60)
+    data = exports_once(server, code, lambda data: any(r["dropped_reason"] for r in data["participants"]), 30)
+    rows = {r["participant_code"]: r for r in data["participants"]}
+    assert (rows[leaver.code]["dropped_reason"], rows[leaver.code]["online_outcome"]) == ("closed_tab", "timed_out")
+    others = [Recording(server.base_url, "", entry_url=study_link(session, n)) for n in (1, 2)]
+    threads = [threading.Thread(target=p.play, kwargs=dict(timeout=200)) for p in others]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(p.done and p.completion_code == CODES["completed"] for p in others)
+    decisions = server.export("payment", "custom_export_decisions", code)
+    assert {d["player_code"] for d in decisions} == {p.code for p in others}
+    assert all(d["associate_code"] in {p.code for p in others} and d["stand_in"] == d["partner_stand_in"] == "False"
+               for d in decisions)
+    rows = {r["participant_code"]: r for r in server.export("payment", "custom_export", code)}
+    assert rows[leaver.code]["online_outcome"] == "timed_out" and rows[leaver.code]["completion_code"] == ""
 
 
 @pytest.mark.server
@@ -291,22 +359,28 @@ def test_experimenter_marks_dropped_with_the_login(lab_server):
     server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="1", **AUTH_ENV)
     session = server.create_session("hh_informed_wc_first", 2, **dict(ONLINE, rounds_per_game=1))
     code = session["code"]
-    dropout, partner = [p["code"] for p in session["participants"]]
-    for participant in (dropout, partner):
-        requests.get(server.start_url(participant), timeout=30)
-    anonymous = requests.post(f"{server.base_url}/LabIntervene/{code}", data=dict(action="mark_dropped",
-                                                                                  participant=dropout), timeout=30)
-    assert anonymous.status_code == 401
     admin = AdminClient(server.base_url)
-    response = admin.act(code, "mark_dropped", participant=dropout)
-    assert response.status_code == 200, response.text
-    again = admin.act(code, "mark_dropped", participant=dropout)  # dropped already: recorded, nothing changed
+    acted = {}
+
+    def act(dropout):
+        # The two have formed their cohort in the lobby; one stops on the game's intro page and the
+        # experimenter marks them dropped while the partner waits for the round to start.
+        anonymous = requests.post(f"{server.base_url}/LabIntervene/{code}",
+                                  data=dict(action="mark_dropped", participant=dropout), timeout=30)
+        acted["anonymous"] = anonymous.status_code
+        acted["first"] = admin.act(code, "mark_dropped", participant=dropout)
+        acted["again"] = admin.act(code, "mark_dropped", participant=dropout)  # dropped already: nothing changed
+
+    players, dropout = play_all(server, session, leave_page="GameIntro", timeout=200, on_stop=act)
+    partner = next(c for c in players if c != dropout)
+    assert acted["anonymous"] == 401
+    assert acted["first"].status_code == 200, acted["first"].text
+    again = acted["again"]
     assert again.status_code == 200 and again.json()["intervention"]["detail"]["changed"] is False
     rows = {r["participant_code"]: r for r in admin.export("custom_export", code)}
     assert rows[dropout]["dropped_reason"] == "experimenter" and rows[partner]["dropped_reason"] == ""
-    # The partner plays the whole session against the stand-in.
-    player = Recording(server.base_url, partner)
-    player.play(timeout=200)
-    assert player.done
+    assert rows[dropout]["online_outcome"] == "timed_out"
+    # The partner played the whole session against the stand-in, and completed it.
+    assert players[partner].done and players[partner].completion_code == CODES["completed"]
     decisions = admin.export("custom_export_decisions", code)
     assert {(d["player_code"], d["stand_in"]) for d in decisions} == {(partner, "False"), (dropout, "True")}

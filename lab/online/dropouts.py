@@ -78,6 +78,12 @@ def finished(participant) -> bool:
                                                  or participant._current_page_name == EXIT_PAGE))
 
 
+def left_already(participant) -> bool:
+    """Screened out by the quiz or sent out by the lobby's limit: on the way to the exit page,
+    with no seat in any pair (lab/online/exit.py); nothing to drop."""
+    return (participant._vars or {}).get(OUTCOME_KEY) in ("screened_out", "lobby_timeout")
+
+
 def mark_dropped(participant, reason: str, by: str, advance: bool = True) -> bool:
     """Drop ``participant``; True if this changed anything (False: dropped already).
 
@@ -95,6 +101,9 @@ def mark_dropped(participant, reason: str, by: str, advance: bool = True) -> boo
         raise ValueError(f"participant {participant.code} has not started")
     if finished(participant):
         raise ValueError(f"participant {participant.code} has finished")
+    if left_already(participant):
+        raise ValueError(f"participant {participant.code} has left the session already "
+                         f"({participant.vars.get(OUTCOME_KEY)})")
     now = time.time()
     participant.vars[DROPPED_AT_KEY] = now
     participant.vars[REASON_KEY] = reason
@@ -166,7 +175,15 @@ def _install() -> None:
 
 
 def _group_has_stand_in(page) -> bool:
-    return any(getattr(player, "associate_kind", None) == "agent" for player in page.group.get_players())
+    return any(_associate_kind(player) == "agent" for player in page.group.get_players())
+
+
+def _associate_kind(player):
+    """None for a player not yet seated in a lobby cohort (online H-H), or of an app without one."""
+    try:
+        return player.field_maybe_none("associate_kind")
+    except (AttributeError, KeyError):
+        return None
 
 
 def count_timeout(page) -> None:

@@ -3,8 +3,9 @@ exit page (``OnlineExit``, the payment app's last page, online only) and the ski
 
 ``participant.vars["online_outcome"]`` is one of ``config.OUTCOMES``, set by whoever decides it
 (the quiz here: ``screened_out``; the dropout handling: ``timed_out``, ``partner_dropped``); a
-participant who reaches the exit page without one has ``completed``. A participant with any
-other outcome skips every page up to the exit page (``install``: oTree's own skip, as for a page
+participant who reaches the exit page without one has ``completed``. A participant whose outcome
+ends their session (``LEAVING_OUTCOMES``: screened out, lobby timeout, dropped) skips every page up
+to the exit page; ``partner_dropped`` goes on to the end alone and is shown its code there (``install``: oTree's own skip, as for a page
 whose ``is_displayed`` is False, so wait pages count them as arrived). The exit page records the
 code it showed (``online_completion_code``) and sends the browser to Prolific's completion URL.
 """
@@ -37,9 +38,16 @@ def set_outcome(participant, outcome: str, *, payout: float | None = None) -> No
             player.payout = float(payout)
 
 
+# Outcomes that end the participant's session where it is decided; ``partner_dropped`` does not:
+# that participant finishes the session alone (lab/online/stand_in.py, stand_in = none) and is
+# shown its code at the end.
+LEAVING_OUTCOMES = ("screened_out", "lobby_timeout", "timed_out")
+
+
 def leaves_early(participant) -> bool:
-    """An outcome other than completed: every page but the exit page is skipped."""
-    return participant.vars.get("online_outcome") not in (None, "completed")
+    """An outcome that ends the session (screened out, lobby timeout, dropped): every page but the
+    exit page is skipped."""
+    return (participant._vars or {}).get("online_outcome") in LEAVING_OUTCOMES
 
 
 def left_before_games(participant) -> bool:

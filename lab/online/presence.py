@@ -101,8 +101,9 @@ def due(now: float | None = None) -> list:
         candidates = Participant.objects_filter(Participant.session_id == session.id, Participant._index_in_pages > 0,
                                                 Participant._index_in_pages < Participant._max_page_index)
         for participant in candidates:
-            if dropouts.is_dropped(participant) or dropouts.finished(participant) \
-                    or (participant._vars or {}).get(dropouts.OUTCOME_KEY):
+            # A partner who goes on alone (partner_dropped) can still leave; the screened out and
+            # the lobby's timed out have left already.
+            if dropouts.is_dropped(participant) or dropouts.finished(participant) or dropouts.left_already(participant):
                 continue
             since = absent_since(participant, now)
             if since is None or now - since < grace:
