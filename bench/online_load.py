@@ -7,7 +7,10 @@ participants' client here, the same client as bench/lab_load.py): --small partic
 the server's closed-tab watcher sees), thinks as in bench/lab_load.py, and --leave-share of them
 (15 %) close their tab at a random page after their first and never come back. The sessions
 are online (``online = true``, stand-in agents, ``dropout_closed_tab_seconds`` =
---closed-tab-seconds); both games, --rounds rounds each, the game apps only (as lab_load.py).
+--closed-tab-seconds); both games, --rounds rounds each. As online participants do, each arrives
+by the study link (PROLIFIC_PID, STUDY_ID, SESSION_ID), takes the instructions and the quiz, waits
+in the lobby until a cohort forms (H-H), and ends on the exit page with a completion code; the
+questionnaires are left out (lab_load.py has none either).
 
 Per run: participants completed (of those who stayed), stranded (a wait, past the session's first
 round start, longer than the stage limit it waits for plus 30 s), stand-in pair-rounds (from the
@@ -36,15 +39,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import websockets  # noqa: E402
 
-from lab_load import (LIMITS, PRODUCTION, BenchParticipant, FakeProviderProcess, _percentile,  # noqa: E402
-                      bench_database, cpu_seconds, create_session, lab_project)
-from tests.lab_server import LabServer  # noqa: E402
+from lab_load import (BENCH, LIMITS, PRODUCTION, SERVER_TRACE_SETTINGS, BenchParticipant,  # noqa: E402
+                      FakeProviderProcess, _percentile, bench_database, cpu_seconds, create_session)
+from tests.lab_server import LabServer, make_project_copy  # noqa: E402
 
 CONFIG = "{}_informed_wc_first"
 # The stage each wait page waits for, and its limit (LIMITS); the round starts wait for the results.
 WAITED_STAGE = {"WaitMessage1": "message_1_seconds", "WaitMessage2": "message_2_seconds",
                 "WaitDecision": "decision_seconds", "RoundStart": "result_seconds"}
 STRANDED_MARGIN_SECONDS = 30
+CODES = "completed=BCOMPLETE,screened_out=BSCREEN,lobby_timeout=BLOBBY,partner_dropped=BPARTNER,timed_out=BTIMEOUT"
+# The online path without the questionnaires: entry, instructions, quiz, lobby, games, payment, exit.
+ONLINE_SETTINGS = f"""
+exec(compile(open({str(BENCH.parent / 'settings.py')!r}).read(), "settings.py", "exec"))
+SESSION_CONFIGS = [dict(c, app_sequence=[a for a in c["app_sequence"] if a != "questionnaire"])
+                   for c in SESSION_CONFIGS]
+"""
+
+
+def online_project(work: Path) -> Path:
+    make_project_copy(work)
+    (work / "settings.py").unlink()
+    (work / "settings.py").write_text(ONLINE_SETTINGS + SERVER_TRACE_SETTINGS)
+    return work
+
+
+def study_link(session: dict, number: int) -> str:
+    return (f"{session['session_wide_url']}?PROLIFIC_PID=bench{number:019d}&STUDY_ID=benchstudy"
+            f"&SESSION_ID=benchsub{number:016d}")
 
 
 class Left(Exception):
@@ -83,16 +105,20 @@ class Tabs:
 
 
 class OnlineParticipant(BenchParticipant):
-    """Arrives at ``arrives_at``, holds a tab open, and (if ``leave_after``) closes it for good
-    after that many requests."""
+    """Arrives at ``arrives_at`` by the study link, holds a tab open from the first page on, and
+    (if ``leave_after``) closes it for good after that many requests."""
 
     leave_after = None
     left = False
+    tabs = None
 
     def _request(self, method, url, page, **kwargs):
         if self.leave_after is not None and getattr(self, "requests", 0) >= self.leave_after:
             raise Left()
-        return super()._request(method, url, page, **kwargs)
+        response = super()._request(method, url, page, **kwargs)
+        if self.code and self.tabs is not None and self.code not in self.tabs.sockets:
+            self.tabs.open(self.code)
+        return response
 
 
 def stand_in_pair_rounds(database_url: str, workdir: Path) -> int:
@@ -112,8 +138,9 @@ def stand_in_pair_rounds(database_url: str, workdir: Path) -> int:
 def run(kind: str, participants: int, args, database_url: str) -> dict:
     rng = random.Random(f"{kind}-{participants}")
     with tempfile.TemporaryDirectory() as tmp, FakeProviderProcess(0.0) as fake:
-        workdir = lab_project(Path(tmp) / "project")
+        workdir = online_project(Path(tmp) / "project")
         fields = dict(language="en", online=True, stand_in="agent", dropout_closed_tab_seconds=args.closed_tab_seconds,
+                      prolific_completion_codes=CODES, online_lobby_seconds=args.arrival_seconds + 120,
                       llm_provider="openai_compatible", llm_model="fake-gpt", llm_base_url=fake.base_url_openai,
                       llm_api_key_env="FAKE_LLM_KEY", llm_requests_per_minute=6000, session_budget=0,
                       llm_check_model=False)
@@ -124,7 +151,10 @@ def run(kind: str, participants: int, args, database_url: str) -> dict:
             session = create_session(server, CONFIG.format(kind), participants, rounds_per_game=args.rounds,
                                      **LIMITS, **fields)
             tabs = Tabs(server.base_url, session["code"])
-            players = [OnlineParticipant(server.base_url, p["code"]) for p in session["participants"]]
+            players = [OnlineParticipant(server.base_url, "", entry_url=study_link(session, number))
+                       for number in range(participants)]
+            for player in players:
+                player.tabs = tabs
             arrival = 0.0
             for player in players:  # a Poisson stream over the arrival window
                 arrival += rng.expovariate(participants / args.arrival_seconds)
@@ -134,13 +164,13 @@ def run(kind: str, participants: int, args, database_url: str) -> dict:
 
             def attend(player):
                 time.sleep(player.arrives_at)
-                tabs.open(player.code)
                 try:
                     player.play(timeout=1800)
                 except Left:
                     player.left = True
                 finally:
-                    tabs.close(player.code)
+                    if player.code:
+                        tabs.close(player.code)
 
             cpu_before, started = cpu_seconds(server.process.pid), time.monotonic()
             threads = [threading.Thread(target=attend, args=(p,)) for p in players]

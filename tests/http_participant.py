@@ -78,6 +78,8 @@ class HttpParticipant:
                 time.sleep(0.5)
                 continue
             before, after = PAGE_RE.search(url), PAGE_RE.search(response.url)
+            if after and not self.code:  # arrived by the study link: the page names the participant
+                self.code = response.url.split("/p/", 1)[1].split("/", 1)[0]
             changed_app = bool(before and after and before["app"] != after["app"])
             self.timings.append(Timing(page, time.monotonic() - started, method, changed_app))
             return response
@@ -90,8 +92,6 @@ class HttpParticipant:
             if not match:
                 raise AssertionError(f"unexpected page {response.url}: {response.text[:300]}")
             page, index = match["page"], int(match["index"])
-            if self.entry_url and not self.pages:
-                self.code = response.url.split("/p/", 1)[1].split("/", 1)[0]
             if not self.pages or self.pages[-1] != (page, index):
                 self.pages.append((page, index))
                 if self.on_page:
