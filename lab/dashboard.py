@@ -27,6 +27,8 @@ from collections import Counter, defaultdict
 import protocol
 from agents.types import CallStatus, TurnStatus
 from lab import app_registry, interventions, pause
+from lab.online.config import is_online
+from lab.online.exit import on_last_page
 from lab.proposals import proposed_choice
 from lab.session_settings import params
 
@@ -65,6 +67,7 @@ def progress(session, now: float, participants: list | None = None, pauses: list
     in the quiz. Time on a page leaves out the session's pauses (``pauses``: (paused at, resumed
     at or None), lab/interventions.py), as the pages' deadlines do."""
     p = params(session)
+    online = is_online(session)
     pauses = pauses or []
     participants = sorted(participants or session.get_participants(), key=lambda pp: pp.id_in_session)
     quiz = quiz_attempts(session)
@@ -74,7 +77,7 @@ def progress(session, now: float, participants: list | None = None, pauses: list
     for pp in participants:
         app = pp._current_app_name or ""
         page = pp._current_page_name or ""
-        finished = bool(pp._index_in_pages and pp._index_in_pages >= pp._max_page_index)
+        finished = on_last_page(pp, online)
         stage = "not started" if not pp.visited else "finished" if finished else f"{app} r{pp._round_number} {page}"
         stages[stage] += 1
         since = pp._last_page_timestamp

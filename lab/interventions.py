@@ -61,7 +61,10 @@ def record(session_code: str, who: str, action: str, participant_code: str = "",
 
 def where(participant) -> dict:
     """The page a participant is on, as oTree's records have it."""
-    finished = bool(participant._index_in_pages and participant._index_in_pages >= participant._max_page_index)
+    from lab.online.config import is_online
+    from lab.online.exit import on_last_page
+
+    finished = on_last_page(participant, is_online(participant.session))
     return dict(app=participant._current_app_name or "", page=participant._current_page_name or "",
                 round=participant._round_number, index=participant._index_in_pages, finished=finished)
 

@@ -73,6 +73,14 @@ def exit_vars(participant, session) -> dict:
                 redirect_seconds=REDIRECT_SECONDS)
 
 
+def on_last_page(participant, online: bool) -> bool:
+    """Finished: on the last page the session shows. Online that is the exit page, the payment
+    app's (and the session's) last; in the lab the exit page is never shown, so the payment page
+    before it is the last."""
+    last = participant._max_page_index - (0 if online else 1)
+    return bool(participant._index_in_pages and participant._index_in_pages >= last)
+
+
 def install() -> None:
     """Participants leaving early skip every page but the exit page; idempotent."""
     from otree.views.abstract import FormPageOrInGameWaitPage
