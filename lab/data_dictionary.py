@@ -65,6 +65,7 @@ ROUND = _c("round of the game, from 1", "integer")
 CHOICE = _c("A (cooperate) or B (defect); labels are neutral on screen", enum=protocol.CHOICES)
 KIND = _c("human or agent", enum=("human", "agent"))
 CONVERSATION = _c("{session_code}-{game}-r{round}-{pair}: shared by both sides of one pair-round")
+DROPOUT_RULE = _c("online: stand_in (an agent played a dropped seat) or alone (its choice random)", enum=("stand_in", "alone"))
 
 DECISIONS = {
     **SESSION_KEYS,
@@ -85,10 +86,7 @@ DECISIONS = {
     "associate_payoff": _c("the associate's points of the round", "integer", POINTS),
     "decided_at": _c("time of the choice", "number", EPOCH),
     "stand_in": _c("online: True when a stand-in agent played this row's seat (a dropped participant's)", "boolean"),
-    "partner_stand_in": _c("online sessions: True when the associate's seat was played by a stand-in agent", "boolean"),
-    "dropout_rule": _c("online sessions: how this pair-round went on after a seat's participant was dropped: "
-                       "stand_in (an agent played the seat), alone (stand_in = none: the seat's choice random, "
-                       "flagged timed_out); empty otherwise", enum=("stand_in", "alone")),
+    "partner_stand_in": _c("online: True when a stand-in played the associate's seat", "boolean"), "dropout_rule": DROPOUT_RULE,
 }
 
 MESSAGES = {
@@ -316,7 +314,7 @@ _GAME_PLAYER = {
     "choice_timed_out": _c("no choice in time: the choice is random", "boolean"),
     "decided_at": _c("time of the choice", "number", EPOCH),
     "associate_choice": CHOICE,
-    "associate_payoff": _c("the associate's points of the round", "integer", POINTS),
+    "associate_payoff": _c("the associate's points of the round", "integer", POINTS), "dropout": DROPOUT_RULE,
 }
 APP_PLAYER_FIELDS = {
     "instructions": {
@@ -378,6 +376,11 @@ def config_columns() -> dict:
         "real_world_currency_per_point": _c("money per point", "number", f"{CNY}/point"),
         "norm_bonus": _c("bonus per correct norm estimate", "number", CNY),
         "session_budget": _c("agent sessions: money the model calls may cost (0 = no limit)", "number", "USD"),
+        "online": _c("an online session (docs/online.md)", "boolean"),
+        "stand_in": _c("online: who plays a dropped seat", enum=("agent", "none")), "dropout_closed_tab_seconds": _c(
+            "online: no page open this long drops a participant", "number", SECONDS),
+        "stand_in_persona": _c("online: the stand-in's persona", enum=("cooperative", "fair", "selfish", "imitate")),
+        "dropout_after_timeouts": _c("online: timed-out form pages in a row that drop a participant", "integer"),
         **{key: _c(f"time limit of the stage {stage}", "number", SECONDS) for stage, key in STAGE_CONFIG_KEYS.items()},
         **{key: _c(*described) for key, described in online_config.CONFIG_COLUMNS.items()},
     }

@@ -289,6 +289,8 @@ def test_hf_dropout_the_other_finishes(lab_server, database_url):
     assert not [d for d in data["decisions"] if d["stand_in"] == "True" or d["partner_stand_in"] == "True"]
     humans = Counter(d["player_code"] for d in data["decisions"] if d["player_kind"] == "human")
     assert humans[codes[1]] == 4 and humans[codes[0]] <= 1
+    # The turn their agent had begun against them was settled at the drop: its call is on record.
+    assert [c for c in data["llm_calls"] if c["participant_code"] == codes[0]]
 
 
 @pytest.mark.server

@@ -50,18 +50,18 @@ def disconnected(participant_code: str, now: float | None = None) -> None:
         _closed_at[participant_code] = time.time() if now is None else now
 
 
-def absent_since(participant, now: float | None = None) -> float | None:
+def absent_since(code: str, last_request: float | None) -> float | None:
     """When the participant's last page closed (None: a page is open now)."""
-    code = participant.code
     with _lock:
         if _open.get(code):
             return None
         closed = _closed_at.get(code)
     if closed is not None:
         return closed
-    return max(_started_at, float(participant._last_request_timestamp or 0))
+    return max(_started_at, float(last_request or 0))
 
 
+_settled: set = set()  # participant codes the watcher has done with
 _online_sessions = dropouts.ONLINE_SESSIONS  # codes of the online sessions this server knows of
 _scanned_at = 0.0
 RESCAN_SECONDS = 30.0  # new sessions are looked for this often (and at the start)
@@ -88,6 +88,7 @@ def needs_a_look(now: float) -> bool:
 def due(now: float | None = None) -> list:
     """Drop every online participant whose pages have all been closed past their session's grace.
     Runs in a database scope under oTree's global lock; returns the codes dropped."""
+    from otree.database import dbq
     from otree.models import Participant, Session
 
     now = time.time() if now is None else now
@@ -98,15 +99,21 @@ def due(now: float | None = None) -> list:
         if pause.paused_since(session.code) is not None:
             continue
         grace = float(dropouts.settings(session)["dropout_closed_tab_seconds"])
-        candidates = Participant.objects_filter(Participant.session_id == session.id, Participant._index_in_pages > 0,
-                                                Participant._index_in_pages < Participant._max_page_index)
-        for participant in candidates:
+        # Three columns of those who have started and not finished; a whole row (its vars) only
+        # for someone whose pages have all been closed past the grace.
+        candidates = dbq(Participant).with_entities(Participant.id, Participant.code,
+                                                    Participant._last_request_timestamp).filter(
+            Participant.session_id == session.id, Participant._index_in_pages > 0,
+            Participant._index_in_pages < Participant._max_page_index)
+        for participant_id, code, last_request in candidates.all():
+            since = absent_since(code, last_request)
+            if code in _settled or since is None or now - since < grace:
+                continue
+            participant = Participant.objects_get(id=participant_id)
             # A partner who goes on alone (partner_dropped) can still leave; the screened out and
             # the lobby's timed out have left already.
             if dropouts.is_dropped(participant) or dropouts.finished(participant) or dropouts.left_already(participant):
-                continue
-            since = absent_since(participant, now)
-            if since is None or now - since < grace:
+                _settled.add(code)  # dropped, finished or out: never looked at again
                 continue
             try:
                 if dropouts.mark_dropped(participant, "closed_tab", by="server"):

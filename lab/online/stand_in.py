@@ -48,7 +48,7 @@ def hand_over(participant) -> dict:
     p = params(session)
     rule = session.config.get("stand_in", "agent")
     if p.with_agents:
-        return dict(rule="agents already", pair_rounds=0)
+        return dict(rule="agents already", pair_rounds=0, turns_settled=settle_their_agents(participant))
     done = 0
     for game, tables in app_registry.all_game_tables().items():
         for seat_player in lab_game.players_of(participant, GAME_APPS[game]):
@@ -65,6 +65,23 @@ def hand_over(participant) -> dict:
                 finish_alone(seat_player, partner, game)
             done += 1
     return dict(rule=rule, pair_rounds=done)
+
+
+def settle_their_agents(participant) -> int:
+    """H-C/H-F/H-S: the turns their agents still run against the dropped participant are settled
+    now (by the fallback if need be): their calls go on record and the agents' memories move on;
+    no page of theirs would settle them. Returns how many."""
+    settled = 0
+    for game, tables in app_registry.all_game_tables().items():
+        for player in lab_game.players_of(participant, GAME_APPS[game]):
+            if player.field_maybe_none("associate_kind") != "agent" or not lab_game.is_played(player):
+                continue
+            for kind in agents.TURN_STAGE:
+                turn = agents.find_turn(player, tables, kind)
+                if turn is not None and turn.status == agents.RUNNING:
+                    agents.settle_or_fallback(player, tables, kind)
+                    settled += 1
+    return settled
 
 
 # --- stand_in = none -------------------------------------------------------------------------------
