@@ -9,8 +9,8 @@ the server's closed-tab watcher sees), thinks as in bench/lab_load.py, and --lea
 are online (``online = true``, stand-in agents, ``dropout_closed_tab_seconds`` =
 --closed-tab-seconds); both games, --rounds rounds each. As online participants do, each arrives
 by the study link (PROLIFIC_PID, STUDY_ID, SESSION_ID), takes the instructions and the quiz, waits
-in the lobby until a cohort forms (H-H), and ends on the exit page with a completion code; the
-questionnaires are left out (lab_load.py has none either).
+in the lobby until a cohort forms (H-H), answers the questionnaires, and ends on the exit page
+with a completion code: the whole online path (lab_load.py runs the game apps only).
 
 Per run: participants completed (of those who stayed), stranded (a wait, past the session's first
 round start, longer than the stage limit it waits for plus 30 s), stand-in pair-rounds (from the
@@ -49,11 +49,9 @@ WAITED_STAGE = {"WaitMessage1": "message_1_seconds", "WaitMessage2": "message_2_
                 "WaitDecision": "decision_seconds", "RoundStart": "result_seconds"}
 STRANDED_MARGIN_SECONDS = 30
 CODES = "completed=BCOMPLETE,screened_out=BSCREEN,lobby_timeout=BLOBBY,partner_dropped=BPARTNER,timed_out=BTIMEOUT"
-# The online path without the questionnaires: entry, instructions, quiz, lobby, games, payment, exit.
+# The whole online path (the payment reads the questionnaire's answers): the project's settings.
 ONLINE_SETTINGS = f"""
 exec(compile(open({str(BENCH.parent / 'settings.py')!r}).read(), "settings.py", "exec"))
-SESSION_CONFIGS = [dict(c, app_sequence=[a for a in c["app_sequence"] if a != "questionnaire"])
-                   for c in SESSION_CONFIGS]
 """
 
 

@@ -376,7 +376,7 @@ def config_columns() -> dict:
         "real_world_currency_per_point": _c("money per point", "number", f"{CNY}/point"),
         "norm_bonus": _c("bonus per correct norm estimate", "number", CNY),
         "session_budget": _c("agent sessions: money the model calls may cost (0 = no limit)", "number", "USD"),
-        "online": _c("an online session (docs/online.md)", "boolean"),
+        # "online" and the entry's keys: lab/online/config.py CONFIG_COLUMNS (below)
         "stand_in": _c("online: who plays a dropped seat", enum=("agent", "none")), "dropout_closed_tab_seconds": _c(
             "online: no page open this long drops a participant", "number", SECONDS),
         "stand_in_persona": _c("online: the stand-in's persona", enum=("cooperative", "fair", "selfish", "imitate")),
