@@ -79,12 +79,13 @@ def leaves_at(page_name: str, times: int = 1):
 
 
 def play_all(server, session: dict, leave_page: str = "Message1", timeout: float = 400, times: int = 1,
-             on_stop=None):
+             on_stop=None, think=lambda page: 0.0):
     """Everyone of the session arrives by the study link and plays; the first of them closes their
     tab at ``leave_page``. Returns ({participant code: player}, the dropout's code)."""
     numbers = range(len(session["participants"]))
     players = [Recording(server.base_url, "", entry_url=study_link(session, number),
-                         on_page=leaves_at(leave_page, times) if number == 0 else None) for number in numbers]
+                         on_page=leaves_at(leave_page, times) if number == 0 else None,
+                         think_seconds=think if number else (lambda page: 0.0)) for number in numbers]
     errors = {}
 
     def run(player):
@@ -373,7 +374,10 @@ def test_experimenter_marks_dropped_with_the_login(lab_server):
         acted["first"] = admin.act(code, "mark_dropped", participant=dropout)
         acted["again"] = admin.act(code, "mark_dropped", participant=dropout)  # dropped already: nothing changed
 
-    players, dropout = play_all(server, session, leave_page="GameIntro", timeout=200, on_stop=act)
+    # The partner reads the intro a while: they reach the round's start after the drop (their pair's
+    # start must count the dropped seat as arrived).
+    players, dropout = play_all(server, session, leave_page="GameIntro", timeout=200, on_stop=act,
+                                think=lambda page: 4.0 if page == "GameIntro" else 0.0)
     partner = next(c for c in players if c != dropout)
     assert acted["anonymous"] == 401
     assert acted["first"].status_code == 200, acted["first"].text

@@ -153,8 +153,10 @@ def _install() -> None:
     def _is_displayed(self):
         _online_by_code(self.participant._session_code)  # noted for the closed-tab watcher (once per session)
         if seat_dropped(self.participant) and type(self).__name__ != EXIT_PAGE:
+            # A round's start (online: per pair, lab/online/lobby.py) is no such wait: no turn runs
+            # yet, and the partner arriving there must find the seat arrived, or wait for ever.
             if isinstance(self, WaitPage) and not self.wait_for_all_groups and not self.group_by_arrival_time \
-                    and _group_has_stand_in(self):
+                    and type(self).__name__ != "RoundStart" and _group_has_stand_in(self):
                 # The partner plays against the stand-in (an agent's wait, by itself): oTree must not
                 # count this skip as the pair's last arrival, which would settle the stand-in's
                 # running turn by its fallback at once.
