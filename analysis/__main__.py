@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     # --- session manifests (analysis/manifest.py): printed, checked, added to the report ---
     parser.add_argument("--allow-mixed-protocols", action="store_true",
                         help="pool sessions even when their manifests' protocols differ")
+    parser.add_argument("--include-stand-ins", action="store_true",
+                        help="keep online sessions' stand-in pair-rounds (left out by default: docs/online.md)")
     args = parser.parse_args(argv)
     missing = [path for path in args.exports if not Path(path).exists()]
     if missing:
@@ -69,11 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {refusal}", file=sys.stderr)
         return 2
     # --- end of manifests ---
-    analysis = run(list(args.exports), args.out, glm_degree=args.degree)
+    analysis = run(list(args.exports), args.out, glm_degree=args.degree, include_stand_ins=args.include_stand_ins)
     manifest.add_to_report(Path(args.out) / "report.html", manifests, differences)
     for problem in analysis.exports.problems:
         if problem.level != "info":
             print(f"{problem.level}: {problem}", file=sys.stderr)
+        elif problem.column == "stand_in":
+            print(problem.message)
     print(f"report: {args.out}/report.html")
     if analysis.decisions.empty and analysis.exports.participants.empty:
         print("error: none of the CSV files is a decisions or participants table of docs/DATA.md: nothing "

@@ -9,7 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis import annotation, stats
+from analysis import annotation, stand_ins, stats
 from analysis.comparisons import Section
 from analysis.load import Exports, load_exports
 from analysis.results import Analysis, analyse
@@ -29,11 +29,13 @@ STATISTICS_NOTE = (
 
 
 def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
-        glm_degree: dict[str, int] | int | None = None) -> Analysis:
-    """Load the exports, analyse them and write the report folder. Returns the analysis."""
+        glm_degree: dict[str, int] | int | None = None, include_stand_ins: bool = False) -> Analysis:
+    """Load the exports, analyse them and write the report folder. Returns the analysis.
+    Online stand-in pair-rounds are left out unless ``include_stand_ins`` (analysis/stand_ins.py)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     exports = load_exports(export_dirs if isinstance(export_dirs, list) else [export_dirs])
+    exports, _ = stand_ins.apply(exports, include=include_stand_ins)
     return write_report(exports, out, glm_degree=glm_degree)
 
 

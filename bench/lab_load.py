@@ -100,7 +100,6 @@ class BenchParticipant(HttpParticipant):
     """Thinks as a person would; waits on wait pages for the push on their websocket."""
 
     def play(self, timeout: float = 900):
-        self.rng = random.Random(self.code)
         self.requests = 0
         self.trace = []  # (epoch sent, page, method, page landed on, redirects, seconds): --trace
         # (app, page, round, epoch time the request that landed there was sent, epoch time landed,
@@ -110,12 +109,15 @@ class BenchParticipant(HttpParticipant):
         rounds: dict[str, int] = {}
         deadline = time.monotonic() + timeout
         response = self._request("GET", self.url, "start")
+        self.rng = random.Random(self.code)  # known now also to one who came by a study link (online)
         while time.monotonic() < deadline:
             match = PAGE_RE.search(response.url)
             if not match:  # past the last app (OutOfRangeNotification)
                 self.done = True
                 return self
             app, page = match["app"], match["page"]
+            if page == "Lobby":  # online H-H (bench/online_load.py): until the cohort forms
+                self.wait_in_lobby(response, deadline)
             if page in ("Message1",) or (page == "Decision" and "without" in app):
                 rounds[app] = rounds.get(app, 0) + 1
             if page in WAITS_FOR_ASSOCIATE or page == "RoundStart":

@@ -11,6 +11,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Extr
 
 import protocol
 from lab import agent_models, agent_pages, app_registry
+from lab.online import dropouts, presence  # noqa: F401  (online sessions: patches oTree's pages at import)
 from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.game import is_played, stage_timeout
@@ -51,6 +52,9 @@ class Player(BasePlayer):
     decided_at = models.FloatField()
     associate_choice = models.StringField()
     associate_payoff = models.IntegerField()
+    # Online sessions: how this pair-round went on after the associate's participant was dropped
+    # ("" / "stand_in" / "alone": lab/game.py DROPOUT_RULES, lab/online/stand_in.py).
+    dropout = models.StringField(blank=True, initial="")
 
 
 class Message(ExtraModel):
@@ -82,9 +86,9 @@ def creating_session(subsession: Subsession):
         agents.create_seats(subsession, TABLES)
 
 
-def start_agent_turns(subsession: Subsession):
-    if params(subsession.session).with_agents:
-        agents.start_round(subsession, TABLES)
+def start_agent_turns(subsession: Subsession, players=None):
+    if params(subsession.session).with_agents or dropouts.is_online(subsession.session):  # stand-ins
+        agents.start_round(subsession, TABLES, players=players)
 
 
 def message_error(player: Player, text: str):
@@ -138,10 +142,12 @@ def received_message(player: Player, stage: int, messages: list | None = None):
     for row in round_messages(player) if messages is None else messages:
         if row.stage != stage:
             continue
-        if player.associate_kind == "human":
-            if row.sender_code == player.associate_code and row.receiver_code == me:
-                return row
-        elif row.player_id == player.id and row.sender_kind == "agent":
+        # The associate's seat: a human's row, an agent's (on the reader's row) or, in a round
+        # an online stand-in took over (lab/online/stand_in.py), the seat's participant's message
+        # before the drop and the stand-in's after it, both under the seat's code.
+        if row.sender_code == player.associate_code and row.receiver_code == me:
+            return row
+        if player.associate_kind == "agent" and row.player_id == player.id and row.sender_kind == "agent":
             return row
     return None
 

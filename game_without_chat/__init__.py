@@ -5,6 +5,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, mode
 
 import protocol
 from lab import agent_models, agent_pages, app_registry
+from lab.online import dropouts, presence  # noqa: F401  (online sessions: patches oTree's pages at import)
 from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.session_settings import max_rounds_per_game, params
@@ -38,6 +39,9 @@ class Player(BasePlayer):
     decided_at = models.FloatField()
     associate_choice = models.StringField()
     associate_payoff = models.IntegerField()
+    # Online sessions: how this pair-round went on after the associate's participant was dropped
+    # ("" / "stand_in" / "alone": lab/game.py DROPOUT_RULES, lab/online/stand_in.py).
+    dropout = models.StringField(blank=True, initial="")
 
 
 AgentSeat, AgentTurn, LlmCall = agent_models.define(__name__, Subsession, Player)
@@ -52,9 +56,9 @@ def creating_session(subsession: Subsession):
         agents.create_seats(subsession, TABLES)
 
 
-def start_agent_turns(subsession: Subsession):
-    if params(subsession.session).with_agents:
-        agents.start_round(subsession, TABLES)
+def start_agent_turns(subsession: Subsession, players=None):
+    if params(subsession.session).with_agents or dropouts.is_online(subsession.session):  # stand-ins
+        agents.start_round(subsession, TABLES, players=players)
 
 
 def finish_agent_round(player: Player):

@@ -12,14 +12,21 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Extr
 
 import protocol
 from lab import app_registry, manifest, request_guard, rooms, session_creation, session_settings
+from lab.online import entry as online_entry
+from lab.online import exit as online_exit
+from lab.online import lobby as online_lobby
+from lab.online.config import is_online
 from lab.pages import TranslatedTimer, texts_for
 from lab.payoff_table import payoff_table_vars
 
 # The first app of every session is imported by the server (and a bot run) at start: guard its
-# room entry, refuse addresses the database cannot take, and let a refused session leave nothing.
+# room entry, refuse addresses the database cannot take, and let a refused session leave nothing;
+# online sessions: read Prolific's study link, and let those who leave early skip to the exit.
 rooms.install()
 request_guard.install()
 session_creation.install()
+online_entry.install()
+online_exit.install()
 
 doc = __doc__
 
@@ -171,14 +178,61 @@ class Quiz(TranslatedTimer, Page):
         wrong = wrong_quiz_fields(values)
         record_quiz_attempt(player, values, passed=not wrong)
         if wrong:
+            if screened_out(player):
+                return None  # online: no more attempts; the exit page shows the screen-out code
             return texts_for(player)["intro_quiz_wrong"]
 
     @staticmethod
     def before_next_page(player: Player, timeout_happened):
-        player.quiz_passed_at = time.time()
+        if timeout_happened and is_online(player.session):
+            # Online, the quiz has a limit: not passed by then is not passed (docs/online.md).
+            online_exit.set_outcome(player.participant, "screened_out", payout=0.0)
+        if not online_exit.leaves_early(player.participant):
+            player.quiz_passed_at = time.time()
 
 
-page_sequence = [Welcome, Rules, Quiz]
+def screened_out(player: Player) -> bool:
+    """Online: the quiz failed ``online_quiz_attempts`` times screens the participant out (the lab
+    retakes it until passed)."""
+    session = player.session
+    if not is_online(session) or player.quiz_attempts < int(session.config["online_quiz_attempts"]):
+        return False
+    online_exit.set_outcome(player.participant, "screened_out", payout=0.0)
+    return True
+
+
+class Lobby(TranslatedTimer, Page):
+    """Online H-H: wait until a cohort forms (lab/online/lobby.py); at the limit, to the exit."""
+
+    template_name = "lab/Lobby.html"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return online_lobby.has_lobby(player.session)
+
+    @staticmethod
+    def get_timeout_seconds(player: Player):
+        return float(player.session.config["online_lobby_seconds"])
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        return dict(t=texts_for(player), poll_ms=online_lobby.POLL_SECONDS * 1000)
+
+    @staticmethod
+    def live_method(player: Player, data):
+        return {player.id_in_group: online_lobby.poll(player)}
+
+    @staticmethod
+    def error_message(player: Player, values):
+        if not player.participant.vars.get("online_cohort"):
+            return texts_for(player)["online_lobby_waiting"]
+
+    @staticmethod
+    def before_next_page(player: Player, timeout_happened):
+        online_lobby.leave(player, timeout_happened)
+
+
+page_sequence = [Welcome, Rules, Quiz, Lobby]
 
 
 def custom_export(players):

@@ -35,6 +35,8 @@ DASHBOARD_REFRESH_SECONDS = 3
 def _nav(session, current: str) -> str:
     code = html.escape(session.code)
     links = [("LabDashboard", f"/LabDashboard/{code}", "Dashboard"), ("LabReplay", f"/LabReplay/{code}", "Replay")]
+    if session.config.get("online"):
+        links.append(("LabOnlineBonus", f"/LabOnlineBonus/{code}", "Bonus file (Prolific)"))
     items = "".join(
         f'<a class="btn btn-sm {"btn-primary" if name == current else "btn-outline-primary"} me-1" '
         f'href="{href}">{label}</a>' for name, href, label in links)
@@ -150,6 +152,53 @@ class LabDataPackage(LabAdminPage):
         return Response(session_zip(self.session.code), media_type="application/zip", headers={
             "Content-Disposition": f'attachment; filename="{zip_name(self.session.code)}"',
             "Cache-Control": "no-store"})
+
+
+class LabOnlineBonus(LabAdminPage):
+    """/LabOnlineBonus/{code}: the bonus file for Prolific's bulk bonus (lab/online/bonus.py). The
+    page shows the payouts recorded and what the payment table owes now, with the warning;
+    ?download=1 makes (or hands out again) the payout file as a CSV download, &difference=1 a new
+    payout of only what is still owed. A refusal is a page saying why (409). Behind oTree's admin
+    login like every admin page."""
+
+    def get(self, request, code):
+        from lab.online import bonus
+
+        query = request.query_params
+        if query.get("download") != "1":
+            return Response(_bonus_page(self.session, bonus), media_type="text/html")
+        try:
+            text, note = bonus.bonus_file(self.session, self._who(), difference=query.get("difference") == "1")
+        except bonus.BonusRefused as refused:
+            return Response(f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Bonus file refused</title></head>'
+                            f'<body><h2>Bonus file refused</h2><p id="bonus-refused">{html.escape(str(refused))}</p>'
+                            f'<p><a href="?">Back</a></p></body></html>', status_code=409, media_type="text/html")
+        number = len(bonus.payouts(self.session.code))
+        return Response(text, media_type="text/csv", headers={
+            "Content-Disposition": f'attachment; filename="{bonus.file_name(self.session.code, number)}"',
+            "X-Lab-Bonus-Note": note.encode("ascii", "replace").decode(), "Cache-Control": "no-store"})
+
+    _who = LabIntervene._who
+
+
+def _bonus_page(session, bonus) -> str:
+    owed, paid = bonus.owed(session), bonus.paid(session.code)
+    rows = "".join(f"<tr><td>{number}</td><td>{_clock(row.created_at)}</td><td>{_e(row.who)}</td><td>{_e(row.kind)}</td>"
+                   f"<td>{row.total:.2f}</td><td><code>{_e(row.sha256[:12])}</code></td></tr>"
+                   for number, row in enumerate(bonus.payouts(session.code), start=1))
+    still = {pid: round(amount - paid.get(pid, 0.0), 2) for pid, amount in owed.items()}
+    still = {pid: amount for pid, amount in still.items() if amount > 0.005}
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Bonus file {_e(session.code)}</title>'
+            f'<link href="/static/bootstrap5/css/bootstrap.min.css" rel="stylesheet"></head><body class="m-4">'
+            f'<h2>Prolific bonus file: session {_e(session.code)}</h2>'
+            f'<div class="alert alert-danger" id="bonus-warning"><b>{_e(bonus.NOT_IDEMPOTENT_WARNING)}</b></div>'
+            f'<p>Owed by the payment table now: {len(owed)} participants, {sum(owed.values()):.2f}; '
+            f'still unpaid: {len(still)} participants, {sum(still.values()):.2f}.</p>'
+            f'<table class="table w-auto"><tr><th>payout</th><th>made</th><th>by</th><th>kind</th><th>total</th>'
+            f'<th>SHA-256</th></tr>{rows}</table>'
+            f'<p><a class="btn btn-primary" href="?download=1">Download the payout file</a> '
+            f'<a class="btn btn-outline-danger" href="?download=1&difference=1">Download a new payout of what is '
+            f'still owed</a></p></body></html>')
 
 
 def _missing(kind: str, value: str) -> str:
@@ -286,7 +335,7 @@ def render_agent(session, t: dict) -> str:
 
 
 # Register with oTree's admin (see the module's docstring).
-for _view in (LabDashboard, LabDashboardData, LabIntervene, LabReplay, LabDataPackage):
+for _view in (LabDashboard, LabDashboardData, LabIntervene, LabReplay, LabDataPackage, LabOnlineBonus):
     _view.__module__ = otree_admin.__name__
     setattr(otree_admin, _view.__name__, _view)
 if "otree.urls" in sys.modules:  # routes already built (not the case in oTree 6.0's commands)

@@ -94,7 +94,7 @@ def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_hu
 
         def _is_displayed(self):
             displayed = super()._is_displayed()
-            if not displayed and self.player.associate_kind == "agent":
+            if not displayed and self.player.field_maybe_none("associate_kind") == "agent":
                 # Skipped on the way, in a group of one: oTree would commit mid-request (every
                 # row read so far is then read again) to count who else is still to come, which
                 # is nobody. Its arrival-time branch of that loop goes straight on instead; only
@@ -104,9 +104,11 @@ def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_hu
 
         @staticmethod
         def after_all_players_arrive(group):
-            players = group.get_players()
-            if players and players[0].associate_kind == "agent":
-                for player in players:
+            # A group of one against an agent, or an online pair whose dropped seat a stand-in
+            # plays (lab/online/stand_in.py): only the partner's turn is settled.
+            against_agents = [player for player in group.get_players() if player.associate_kind == "agent"]
+            if against_agents:
+                for player in against_agents:
                     settle_agent(player)
             elif after_humans is not None:
                 after_humans(group)
@@ -185,13 +187,22 @@ def decision_rows(player, tables: agents.GameTables):
         return
     p = params(player.session)
     agent_points, human_points = protocol.PAYOFFS[(turn.choice, player.choice)]
+    rule = lab_game.dropout_rule(player)
+    stand_in = rule == "stand_in"  # an online stand-in playing a dropped participant's seat
     yield [
         *lab_game.session_keys(player.session), tables.game, p.game_index(tables.game), player.round_number,
-        turn.agent_id, "agent", p.associate_type, player.participant.code, "human",
+        turn.agent_id, "agent", stand_in_persona(player.session) if stand_in else p.associate_type,
+        player.participant.code, "human",
         lab_game.conversation_id(player, tables.game), turn.choice,
         lab_game.csv_bool(turn.status == TurnStatus.FALLBACK.value), player.choice, agent_points, human_points,
-        turn.finished_at,
+        turn.finished_at, lab_game.csv_bool(stand_in), "False", rule,
     ]
+
+
+def stand_in_persona(session) -> str:
+    """The persona column of a stand-in's rows (``imitate`` plays the fair persona)."""
+    chosen = str(session.config.get("stand_in_persona") or "fair")
+    return "fair" if chosen == "imitate" else chosen
 
 
 LLM_CALL_COLUMNS = [

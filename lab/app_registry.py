@@ -15,9 +15,11 @@ _players: dict = {}  # app name -> the app's Player model
 _games: dict = {}  # game code (WC, WoC) -> the game app's GameTables (lab/agent_runtime/tables.py)
 _session_manifests: list = []  # the first app's table of frozen manifests (lab/manifest.py)
 _interventions: list = []  # the payment app's table of the experimenter's actions (lab/interventions.py)
+_bonus_payouts: list = []  # the payment app's table of bonus files handed out (lab/online/bonus.py)
 
 
-def register_app(app_name: str, Player, *, tables=None, session_manifest=None, interventions=None) -> None:
+def register_app(app_name: str, Player, *, tables=None, session_manifest=None, interventions=None,
+                 bonus_payouts=None) -> None:
     """Called by every app at import with its Player; a game app adds its ``GameTables``, the
     first app its table of frozen manifests, the payment app its table of interventions."""
     _players[app_name] = Player
@@ -27,6 +29,8 @@ def register_app(app_name: str, Player, *, tables=None, session_manifest=None, i
         _session_manifests[:] = [session_manifest]
     if interventions is not None:
         _interventions[:] = [interventions]
+    if bonus_payouts is not None:
+        _bonus_payouts[:] = [bonus_payouts]
 
 
 def _not_registered(what: str) -> LookupError:
@@ -67,3 +71,10 @@ def interventions_model():
     if not _interventions:
         raise _not_registered("the table of interventions")
     return _interventions[0]
+
+
+def bonus_payouts_model():
+    """The table of bonus files handed out for Prolific (online sessions)."""
+    if not _bonus_payouts:
+        raise _not_registered("the table of bonus payouts")
+    return _bonus_payouts[0]

@@ -27,6 +27,8 @@ from collections import Counter, defaultdict
 import protocol
 from agents.types import CallStatus, TurnStatus
 from lab import app_registry, interventions, pause
+from lab.online.config import is_online
+from lab.online.exit import on_last_page
 from lab.proposals import proposed_choice
 from lab.session_settings import params
 
@@ -65,6 +67,7 @@ def progress(session, now: float, participants: list | None = None, pauses: list
     in the quiz. Time on a page leaves out the session's pauses (``pauses``: (paused at, resumed
     at or None), lab/interventions.py), as the pages' deadlines do."""
     p = params(session)
+    online = is_online(session)
     pauses = pauses or []
     participants = sorted(participants or session.get_participants(), key=lambda pp: pp.id_in_session)
     quiz = quiz_attempts(session)
@@ -74,7 +77,7 @@ def progress(session, now: float, participants: list | None = None, pauses: list
     for pp in participants:
         app = pp._current_app_name or ""
         page = pp._current_page_name or ""
-        finished = bool(pp._index_in_pages and pp._index_in_pages >= pp._max_page_index)
+        finished = on_last_page(pp, online)
         stage = "not started" if not pp.visited else "finished" if finished else f"{app} r{pp._round_number} {page}"
         stages[stage] += 1
         since = pp._last_page_timestamp
@@ -451,9 +454,14 @@ RECENT_INTERVENTIONS = 20
 def control(session, record: list[dict]) -> dict:
     """The experimenter's actions: whether the session is paused, since when, the latest actions."""
     paused_at = pause.paused_since(session.code)
-    return dict(paused=paused_at is not None, paused_at=paused_at,
-                mark_dropped_available=interventions.dropouts_available(),
-                interventions=record[-RECENT_INTERVENTIONS:][::-1], interventions_total=len(record))
+    online = bool(session.config.get("online")) and interventions.dropouts_available()
+    found = dict(paused=paused_at is not None, paused_at=paused_at, mark_dropped_available=online,
+                 interventions=record[-RECENT_INTERVENTIONS:][::-1], interventions_total=len(record))
+    if online:
+        from lab.online.stand_in import summary  # dropped participants, stand-in pair-rounds
+
+        found["online"] = summary(session)
+    return found
 
 
 def session_dashboard(session) -> dict:

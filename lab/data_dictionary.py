@@ -3,7 +3,7 @@
 It covers docs/DATA.md's tables (the payment and instructions apps' custom exports) and oTree's
 own exports (per app, wide, page times). The data package (lab/data_package.py) turns it into
 each file's Table Schema in ``datapackage.json``; docs/DATA.md's column tables are generated from
-it (``python -m lab.data_dictionary`` rewrites them; tests/test_data_dictionary.py checks they are
+it (``python -m lab.data_md`` rewrites them; tests/test_data_dictionary.py checks they are
 current and that every exported column is here).
 
 Types are Table Schema types (https://specs.frictionlessdata.io/table-schema/); ``unit`` is ours
@@ -12,10 +12,7 @@ Types are Table Schema types (https://specs.frictionlessdata.io/table-schema/); 
 
 from __future__ import annotations
 
-import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import protocol
 
@@ -68,6 +65,7 @@ ROUND = _c("round of the game, from 1", "integer")
 CHOICE = _c("A (cooperate) or B (defect); labels are neutral on screen", enum=protocol.CHOICES)
 KIND = _c("human or agent", enum=("human", "agent"))
 CONVERSATION = _c("{session_code}-{game}-r{round}-{pair}: shared by both sides of one pair-round")
+DROPOUT_RULE = _c("online: stand_in (an agent played a dropped seat) or alone (its choice random)", enum=("stand_in", "alone"))
 
 DECISIONS = {
     **SESSION_KEYS,
@@ -87,6 +85,8 @@ DECISIONS = {
     "payoff": _c("points of the round", "integer", POINTS),
     "associate_payoff": _c("the associate's points of the round", "integer", POINTS),
     "decided_at": _c("time of the choice", "number", EPOCH),
+    "stand_in": _c("online: True when a stand-in agent played this row's seat (a dropped participant's)", "boolean"),
+    "partner_stand_in": _c("online: True when a stand-in played the associate's seat", "boolean"), "dropout_rule": DROPOUT_RULE,
 }
 
 MESSAGES = {
@@ -104,6 +104,8 @@ MESSAGES = {
     "stage_started_at": _c("start of the message stage", "number", EPOCH),
     "sent_at": _c("time the message was sent", "number", EPOCH),
     "unsent_draft": _c("for a message not sent in time: what was in the box at the limit (never shown)"),
+    "stand_in": _c("online: True when a stand-in agent wrote it in a dropped participant's seat", "boolean"),
+    "partner_stand_in": _c("online: True for the partner's own messages of a stand-in pair-round", "boolean"),
 }
 
 NORM_INTERVALS_TEXT = ", ".join(f"{i} = {lo}-{hi} %" for i, (lo, hi) in enumerate(protocol.NORM_INTERVALS))
@@ -147,6 +149,15 @@ PARTICIPANTS = {
     **{key: PAYMENT_FIELDS[key] for game in protocol.GAMES for key in (f"norm_true_{game}", f"norm_correct_{game}")},
     **{f"points_{game}": PAYMENT_FIELDS[f"points_{game}"] for game in protocol.GAMES},
     "payout": PAYMENT_FIELDS["payout"],
+    # online sessions (docs/online.md); empty in lab sessions
+    "prolific_pid": _c("online: the participant's PROLIFIC_PID from the study link (also the participant label)"),
+    "study_id": _c("online: Prolific's STUDY_ID from the study link"),
+    "prolific_session_id": _c("online: Prolific's SESSION_ID from the study link (one per submission)"),
+    "online_outcome": _c("online: how the participant left", enum=("completed", "screened_out", "lobby_timeout",
+                                                                   "partner_dropped", "timed_out")),
+    "completion_code": _c("online: the Prolific completion code the exit page showed"),
+    "dropped_reason": _c("online: why the participant was dropped", enum=("timeouts", "closed_tab", "experimenter")),
+    "dropped_at": _c("online sessions: when the participant was dropped", "number", EPOCH),
 }
 
 CALL_STATUSES = ("ok", "parse_error", "length", "refusal", "rate_limited", "provider_error", "timeout", "budget",
@@ -303,7 +314,7 @@ _GAME_PLAYER = {
     "choice_timed_out": _c("no choice in time: the choice is random", "boolean"),
     "decided_at": _c("time of the choice", "number", EPOCH),
     "associate_choice": CHOICE,
-    "associate_payoff": _c("the associate's points of the round", "integer", POINTS),
+    "associate_payoff": _c("the associate's points of the round", "integer", POINTS), "dropout": DROPOUT_RULE,
 }
 APP_PLAYER_FIELDS = {
     "instructions": {
@@ -351,6 +362,7 @@ PAGE_TIMES = {
 def config_columns() -> dict:
     """Session-config keys (oTree's wide export: ``session.config.KEY``)."""
     from agents.config import SESSION_CONFIG_PREFIX, ModelConfig
+    from lab.online import config as online_config
     from lab.session_settings import STAGE_CONFIG_KEYS
 
     columns = {
@@ -364,7 +376,13 @@ def config_columns() -> dict:
         "real_world_currency_per_point": _c("money per point", "number", f"{CNY}/point"),
         "norm_bonus": _c("bonus per correct norm estimate", "number", CNY),
         "session_budget": _c("agent sessions: money the model calls may cost (0 = no limit)", "number", "USD"),
+        # "online" and the entry's keys: lab/online/config.py CONFIG_COLUMNS (below)
+        "stand_in": _c("online: who plays a dropped seat", enum=("agent", "none")), "dropout_closed_tab_seconds": _c(
+            "online: no page open this long drops a participant", "number", SECONDS),
+        "stand_in_persona": _c("online: the stand-in's persona", enum=("cooperative", "fair", "selfish", "imitate")),
+        "dropout_after_timeouts": _c("online: timed-out form pages in a row that drop a participant", "integer"),
         **{key: _c(f"time limit of the stage {stage}", "number", SECONDS) for stage, key in STAGE_CONFIG_KEYS.items()},
+        **{key: _c(*described) for key, described in online_config.CONFIG_COLUMNS.items()},
     }
     units = {"max_tokens": "tokens", "context_window": "tokens", "request_timeout": SECONDS,
              "retry_base_delay": SECONDS, "retry_max_delay": SECONDS, "simulated_latency": SECONDS,
@@ -419,70 +437,3 @@ def _model_column(app: str, model: str, field: str) -> Column | None:
     if field in OTREE_BUILT_IN.get(model, {}):
         return OTREE_BUILT_IN[model][field]
     return APP_PLAYER_FIELDS.get(app, {}).get(field) if model == "player" else None
-
-
-# --- docs/DATA.md ------------------------------------------------------------------------------
-DATA_MD = Path(__file__).resolve().parent.parent / "docs" / "DATA.md"
-_BLOCK = re.compile(r"(<!-- generated: (\S+) .*?-->\n)(.*?)(<!-- end generated: \2 -->)", re.DOTALL)
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _type_text(column: Column) -> str:
-    parts = [column.type]
-    if column.unit:
-        parts.append(column.unit)
-    return ", ".join(parts)
-
-
-def markdown_columns(columns: dict, with_types: bool = True) -> str:
-    lines = ["| column | type | meaning |", "|---|---|---|"]
-    for name, column in columns.items():
-        allowed = f" (values: {', '.join(f'`{v}`' for v in column.enum)})" if column.enum else ""
-        lines.append(f"| `{name}` | {_type_text(column)} | {_cell(column.description)}{_cell(allowed)} |")
-    return "\n".join(lines) + "\n"
-
-
-def markdown_blocks() -> dict:
-    """The generated parts of docs/DATA.md, by block name."""
-    blocks = {name: markdown_columns({k: v for k, v in table.columns.items() if k not in SESSION_KEYS or
-                                      name in ("quiz_attempts", "manifest", "interventions")})
-              for name, table in TABLES.items()}
-    blocks["session_keys"] = markdown_columns(SESSION_KEYS)
-    blocks["manifest_keys"] = "| key | value |\n|---|---|\n" + "".join(
-        f"| `{key}` | {_cell(text)} |\n" for key, text in MANIFEST_KEYS.items())
-    blocks["page_times"] = markdown_columns(PAGE_TIMES)
-    blocks["otree_participant"] = markdown_columns({f"participant.{k}": v for k, v in OTREE_PARTICIPANT.items()})
-    blocks["otree_session"] = markdown_columns({f"session.{k}": v for k, v in OTREE_SESSION.items()})
-    blocks["otree_config"] = markdown_columns({f"session.config.{k}": v for k, v in config_columns().items()})
-    blocks["otree_built_in"] = markdown_columns({f"{model}.{k}": v for model, fields in OTREE_BUILT_IN.items()
-                                                 for k, v in fields.items()})
-    for app, fields in APP_PLAYER_FIELDS.items():
-        blocks[f"app_{app}"] = markdown_columns({f"player.{k}": v for k, v in fields.items()})
-    return blocks
-
-
-def render_data_md(text: str) -> str:
-    """docs/DATA.md's text with every generated block rewritten (unknown names left alone)."""
-    blocks = markdown_blocks()
-
-    def replace(match):
-        body = blocks.get(match.group(2), match.group(3))
-        return match.group(1) + body + match.group(4)
-
-    return _BLOCK.sub(replace, text)
-
-
-def main() -> int:
-    old = DATA_MD.read_text(encoding="utf-8")
-    new = render_data_md(old)
-    if new != old:
-        DATA_MD.write_text(new, encoding="utf-8")
-        print(f"rewrote the generated tables of {DATA_MD}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

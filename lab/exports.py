@@ -16,6 +16,7 @@ MESSAGE_COLUMNS = [
     "session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
     "game", "round", "conversation_id", "stage", "sender_code", "sender_kind", "receiver_code",
     "receiver_kind", "text", "sent_in_time", "stage_started_at", "sent_at", "unsent_draft",
+    "stand_in", "partner_stand_in",
 ]
 
 
@@ -31,7 +32,13 @@ def participant_columns() -> list:
     return (["session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
              "participant_code", "participant_label", "quiz_attempts"]
             + _questionnaire_columns() + per_game
-            + [f"points_{game}" for game in protocol.GAMES] + ["payout"])
+            + [f"points_{game}" for game in protocol.GAMES] + ["payout"] + ONLINE_COLUMNS
+            + ["dropped_reason", "dropped_at"])
+
+
+# Online sessions (lab/online/entry.py, exit.py): the study link's ids, the outcome and its code.
+ONLINE_COLUMNS = ["prolific_pid", "study_id", "prolific_session_id", "online_outcome", "completion_code"]
+_ONLINE_VARS = {"completion_code": "online_completion_code"}
 
 
 def _first(rows):
@@ -53,7 +60,15 @@ def participants_rows(players):
                     lab_game.csv_bool(player.field_maybe_none(f"norm_correct_{game}"))]
         row += [player.field_maybe_none(f"points_{game}") for game in protocol.GAMES]
         row.append(player.field_maybe_none("payout"))
+        row += [player.participant.vars.get(_ONLINE_VARS.get(column, column)) for column in ONLINE_COLUMNS]
+        row += dropped(player.participant)
         yield row
+
+
+def dropped(participant) -> list:
+    """dropped_reason, dropped_at of an online session's dropout (lab/online/dropouts.py)."""
+    found = participant._vars or {}
+    return [found.get("online_dropped_reason") or None, found.get(lab_game.DROPPED_AT_KEY) or None]
 
 
 def decisions_rows(players):
@@ -73,12 +88,17 @@ def messages_rows(players):
     yield MESSAGE_COLUMNS
     for player in players:
         for game_player in lab_game.players_of(player.participant, GAME_APPS["WC"]):
+            against_stand_in = lab_game.dropout_rule(game_player) == "stand_in"
             for message in Message.filter(player=game_player):
+                # On a partner's row of a stand-in pair-round: the stand-in's messages (an agent's,
+                # hung on the reader's row) and the partner's own.
+                by_stand_in = against_stand_in and message.sender_kind == "agent"
                 yield [
                     *lab_game.session_keys(player.session), "WC", game_player.round_number,
                     lab_game.conversation_id(game_player, "WC"), message.stage,
                     message.sender_code, message.sender_kind, message.receiver_code,
                     message.receiver_kind, message.text, lab_game.csv_bool(message.sent_in_time),
                     message.stage_started_at, message.sent_at, message.unsent_draft,
+                    lab_game.csv_bool(by_stand_in), lab_game.csv_bool(against_stand_in and not by_stand_in),
                 ]
 

@@ -19,6 +19,8 @@ from lab import app_registry
 from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_settings import forget_session_id, params, params_of
+from lab.online.config import is_online
+from lab.online.lobby import has_lobby, waits_per_group
 from lab.wait_for_all import MovesEveryoneOn
 
 
@@ -29,6 +31,23 @@ timeout_worker.release_database_before_requests()
 def game_rng(session_code: str, game: str, *parts) -> random.Random:
     """Reproducible randomness per session, game (and player/round when given)."""
     return random.Random("-".join([session_code, game, *map(str, parts)]))
+
+
+# Online sessions (lab/online/dropouts.py): when a participant was dropped, in their vars.
+DROPPED_AT_KEY = "online_dropped_at"
+# A game player's ``dropout``: how the pair-round went on without a seat's participant
+# (lab/online/stand_in.py): "stand_in" (an agent played the dropped seat against this player),
+# "alone" (stand_in = none: the dropped seat's choice random, flagged, as a late participant's).
+DROPOUT_RULES = ("stand_in", "alone")
+
+
+def seat_dropped(participant) -> bool:
+    """The participant was dropped from their online session (read without marking vars changed)."""
+    return bool((participant._vars or {}).get(DROPPED_AT_KEY))
+
+
+def dropout_rule(player) -> str:
+    return player.field_maybe_none("dropout") or ""
 
 
 def is_played(player) -> bool:
@@ -53,8 +72,14 @@ def set_round_matching(subsession, game: str) -> None:
         subsession.set_group_matrix([[pl] for pl in players])
         return
     rng = game_rng(subsession.session.code, game, "matching")
+    if has_lobby(subsession.session):
+        # Online H-H: nobody is paired until their cohort forms in the lobby (lab/online/lobby.py).
+        subsession.set_group_matrix([[pl] for pl in players])
+        return
     if p.with_agents:
-        seats = matching.agent_schedule(len(players), p.rounds_per_game, rng)[round_index]
+        # Online, participants go at their own pace: each has agents of their own (no waiting).
+        schedule = matching.private_agent_schedule if is_online(subsession.session) else matching.agent_schedule
+        seats = schedule(len(players), p.rounds_per_game, rng)[round_index]
         subsession.set_group_matrix([[pl] for pl in players])
         for pl, seat in zip(players, seats):
             pl.associate_kind = "agent"
@@ -81,7 +106,7 @@ def human_associate(player):
 
 def conversation_id(player, game: str) -> str:
     """Shared by both sides of one pair-round (DATA.md)."""
-    if player.associate_kind == "human":
+    if player.associate_kind == "human" or dropout_rule(player) == "stand_in":  # a stand-in keeps the seat's code
         first, second = sorted([player.participant.code, player.associate_code])
     else:
         first, second = player.participant.code, player.associate_code
@@ -156,8 +181,17 @@ def round_vars(player, game: str) -> dict:
         t=t,
         round_label=t["common_round_of"].format(round=player.round_number, rounds=p.rounds_per_game),
         game_label=t["common_game_of"].format(game_index=p.game_index(game)),
+        stand_in_notice=stand_in_notice(player, p, t),
         **payoff_table_vars(t),
     )
+
+
+def stand_in_notice(player, p, t) -> str:
+    """Label-informed H-H: the participant is told that their associate left and an agent plays
+    in their place (no deception). Label-uninformed sessions: nothing changes on screen."""
+    if p.informed and p.associate_type == "human" and dropout_rule(player) == "stand_in":
+        return t["dropouts_stand_in_notice"]
+    return ""
 
 
 class RoundMessages:
@@ -214,6 +248,7 @@ def decision_row(player, game: str) -> list:
         player.participant.code, "human", "", player.associate_code, player.associate_kind,
         conversation_id(player, game), player.choice, csv_bool(player.choice_timed_out), player.associate_choice,
         int(player.payoff), player.associate_payoff, player.decided_at,
+        "False", csv_bool(dropout_rule(player) == "stand_in"), dropout_rule(player),
     ]
 
 
@@ -221,7 +256,7 @@ DECISION_COLUMNS = [
     "session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
     "game", "game_index", "round", "player_code", "player_kind", "persona", "associate_code",
     "associate_kind", "conversation_id", "choice", "timed_out", "associate_choice", "payoff",
-    "associate_payoff", "decided_at",
+    "associate_payoff", "decided_at", "stand_in", "partner_stand_in", "dropout_rule",
 ]
 
 
@@ -250,8 +285,9 @@ def _page_of(app_module: str, name: str, page_class):
 
 
 def shared_pages(app_module: str, game: str, *, choices, start_round, read_messages=None) -> SimpleNamespace:
-    """GameIntro, RoundStart, Decision and Result of a game app. ``start_round(subsession)``
-    runs when everyone has reached the round's start (it starts the agents' turns); the chat
+    """GameIntro, RoundStart, Decision and Result of a game app. ``start_round(subsession,
+    players=None)`` runs when everyone (online: the group) has reached the round's start (it
+    starts the agents' turns: of ``players``, or of everyone); the chat
     app's ``read_messages`` gives the decision page this round's messages (``RoundMessages``)."""
     # The game without chat meets the round's new associate on the decision page.
     decision_shows_new_associate = game == "WoC"
@@ -271,9 +307,18 @@ def shared_pages(app_module: str, game: str, *, choices, start_round, read_messa
         """Every round starts together, so agents and humans are re-matched in step; the
         request that completes it moves everyone on (lab/wait_for_all.py)."""
 
-        wait_for_all_groups = True
         body_key = "common_waiting_all"
-        after_all_players_arrive = staticmethod(start_round)
+
+        @property
+        def wait_for_all_groups(self):
+            return not waits_per_group(self.session)  # online: the pair, or the human alone
+
+        @staticmethod
+        def after_all_players_arrive(subsession=None, group=None):
+            if subsession is not None:
+                start_round(subsession)
+            else:  # online: this group's agents only (lab/online/lobby.py)
+                start_round(group.subsession, players=group.get_players())
 
         @staticmethod
         def is_displayed(player):

@@ -61,7 +61,10 @@ def record(session_code: str, who: str, action: str, participant_code: str = "",
 
 def where(participant) -> dict:
     """The page a participant is on, as oTree's records have it."""
-    finished = bool(participant._index_in_pages and participant._index_in_pages >= participant._max_page_index)
+    from lab.online.config import is_online
+    from lab.online.exit import on_last_page
+
+    finished = on_last_page(participant, is_online(participant.session))
     return dict(app=participant._current_app_name or "", page=participant._current_page_name or "",
                 round=participant._round_number, index=participant._index_in_pages, finished=finished)
 
@@ -128,7 +131,7 @@ def _mark_dropped(session, participant, who: str) -> dict:
     page = where(participant)
     try:
         changed = dropouts.mark_dropped(participant, reason="experimenter", by=who)
-    except ValueError as refused:  # the documented refusal (e.g. a reason it does not know)
+    except ValueError as refused:  # the documented refusal (not an online session, finished, ...)
         raise ActionRefused(409, f"mark dropped refused: {refused}") from None
     return _as_dict(record(session.code, who, "mark_dropped", participant.code,
                            dict(page=page, changed=bool(changed), reason="experimenter")))

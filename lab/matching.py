@@ -61,3 +61,12 @@ def agent_schedule(num_humans: int, rounds: int, rng: random.Random) -> list[lis
     rng.shuffle(agent_labels)
     round_offsets = rng.sample(range(agents), rounds)
     return [[agent_labels[(slot + offset) % agents] for slot in human_slots] for offset in round_offsets]
+
+
+def private_agent_schedule(num_humans: int, rounds: int, rng: random.Random) -> list[list[int]]:
+    """Online agent sessions, where participants play at their own pace: every human has
+    ``rounds`` agents of their own (human ``i``: agents ``i * rounds`` to ``i * rounds + rounds - 1``)
+    and meets each of them in one round, in a random order. For each round, the agent index of
+    each human. No agent is shared, so no human ever waits for another's round."""
+    orders = [rng.sample(range(rounds), rounds) for _ in range(num_humans)]
+    return [[human * rounds + orders[human][r] for human in range(num_humans)] for r in range(rounds)]

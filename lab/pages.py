@@ -90,6 +90,18 @@ def lab_reconnecting_text(self) -> str:
     return i18n.text(params_of(self.player).language, "connection_lost")
 
 
+def _online_limit(page_name: str, questionnaire: bool):
+    """A page's ``get_timeout_seconds`` where the lab has none: None in the lab, the session's
+    online limit for this kind of page online."""
+    from lab.online.config import page_limit
+
+    def get_timeout_seconds(player):
+        return page_limit(player.session.config, page_name, questionnaire)
+
+    get_timeout_seconds.lab_online_limit = True
+    return get_timeout_seconds
+
+
 class PlayerFormOnly:
     """Mixin for Page classes whose form is the player's: oTree's ``get_object`` builds a table
     of every form model it knows, the player's group included, so every showing and every
@@ -141,6 +153,14 @@ class TranslatedTimer(PageRowsAtOnce, PlayerFormOnly, ServerDeadline):
     rows a render needs in one query (PageRowsAtOnce)."""
 
     lab_reconnecting_text = lab_reconnecting_text
+    # Online sessions give a limit to every page that has none in the lab (lab/online/config.py).
+    lab_online_questionnaire = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        inherited = getattr(cls, "get_timeout_seconds", None)
+        if inherited is None or getattr(inherited, "lab_online_limit", False):
+            cls.get_timeout_seconds = staticmethod(_online_limit(cls.__name__, cls.lab_online_questionnaire))
 
     @property
     def timer_text(self):

@@ -59,7 +59,42 @@ def config_defaults() -> dict:
 
     defaults.update(session_config_defaults())
     defaults["session_budget"] = 20.0
+    # online: entry, lobby, completion (docs/online.md; lab/online/config.py reads them)
+    defaults.update(
+        online=False,
+        prolific_completion_codes="",  # completed=CODE,screened_out=CODE,... (or JSON), one per outcome
+        online_url_params="",  # more study-link parameters to keep, comma-separated names
+        online_quiz_attempts=3,  # quiz submissions before a participant is screened out
+        online_instructions_seconds=300,  # Welcome, Rules, Quiz (the lab: no limit)
+        online_intro_seconds=60,  # GameIntro
+        online_questionnaire_seconds=180,  # each questionnaire page
+        online_payment_seconds=60,  # the payment page, then the exit page
+        prolific_bonus_rate=1.0,  # Prolific's currency per unit of the session's currency, bonus file
+        online_lobby_seconds=300,  # H-H: the longest wait in the lobby, then the exit with the show-up fee
+        online_cohort_size=0,  # H-H: participants per cohort (0: rounds + 1, made even)
+    )
+    # online: dropouts
+    defaults.update(online_dropout_defaults())
     return defaults
+
+
+# Defaults of the online dropout handling (lab/online/dropouts.py; docs/online.md "Dropouts").
+# 3 consecutive timed-out form pages: a whole round of the game with chat (message 1, message 2,
+# decision) without a single input; one or two can be a look away, three is someone gone.
+# 90 s with no page of theirs open: a reload, a browser restart or a network handover takes
+# seconds; 90 s is the outage the lab rides out, and shorter than the stage limits' sum of a round.
+DROPOUT_DEFAULTS = {
+    "online": False,
+    "dropout_after_timeouts": 3,
+    "dropout_closed_tab_seconds": 90,
+    "stand_in": "agent",  # agent | none
+    "stand_in_persona": "fair",  # cooperative | fair | selfish | imitate
+}
+
+
+def online_dropout_defaults() -> dict:
+    """The dropout keys (the contract's "online" key included: False, the lab stays the default)."""
+    return dict(DROPOUT_DEFAULTS)
 
 
 @dataclass(frozen=True)
@@ -180,12 +215,27 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
             raise SessionConfigError(f"Session config '{STAGE_CONFIG_KEYS[stage]}' must be positive, not {seconds}.")
     if p.message_max_chars < 1:
         raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
-    if p.associate_type == "human":
+    from lab.online.config import config_is_online, problem as online_problem
+
+    online_refusal = online_problem(merged, num_participants)
+    if online_refusal:
+        raise SessionConfigError(online_refusal)
+    if merged.get("online"):
+        validate_dropouts(merged)
+    if p.associate_type == "human" and not config_is_online(merged):  # online: cohorts (lab/online/lobby.py)
         try:
             matching.check_perfect_stranger_possible(num_participants, p.rounds_per_game)
         except matching.MatchingError as exc:
             raise SessionConfigError(str(exc)) from None
-    else:
+    if p.associate_type == "human" and merged.get("online") and merged.get("stand_in") == "agent":
+        from agents.config import ConfigError, ModelConfig
+        from agents.models import build_model
+
+        try:  # the stand-ins' model: a missing API key is refused now, not at the first dropout
+            build_model(ModelConfig.from_session_config(merged))
+        except ConfigError as exc:
+            raise SessionConfigError(f"Stand-in agents' model config: {exc}") from None
+    elif p.associate_type != "human":
         from agents.config import ConfigError, ModelConfig
         from agents.models import build_model, check_model, resolve_constrained_output
 
@@ -266,3 +316,21 @@ def _inspect_server(config: dict, model_config, model, p: SessionParams, record:
             constrained_output=resolved.constrained_output, grammar_format=resolved.grammar_format,
             tokens_per_second=None if inspection.tokens_per_second is None else round(inspection.tokens_per_second, 1),
             warning=warning)
+STAND_IN_RULES = ("agent", "none")
+STAND_IN_PERSONAS = ("cooperative", "fair", "selfish", "imitate")
+
+
+def validate_dropouts(merged: dict) -> None:
+    """The online dropout keys (docs/online.md "Dropouts")."""
+    if merged.get("stand_in") not in STAND_IN_RULES:
+        raise SessionConfigError(f"Session config 'stand_in' is {merged.get('stand_in')!r}; it must be agent or none.")
+    if merged.get("stand_in_persona") not in STAND_IN_PERSONAS:
+        raise SessionConfigError(f"Session config 'stand_in_persona' is {merged.get('stand_in_persona')!r}; it must "
+                                 f"be one of {', '.join(STAND_IN_PERSONAS)}.")
+    for key in ("dropout_after_timeouts", "dropout_closed_tab_seconds"):
+        try:
+            ok = float(merged.get(key)) >= 1
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SessionConfigError(f"Session config '{key}' must be a number of at least 1, not {merged.get(key)!r}.")

@@ -32,6 +32,8 @@ class MovesEveryoneOn:
     """Mixin for a ``WaitPage`` with ``wait_for_all_groups``."""
 
     def _mark_completed_and_notify(self, group):
+        if not self.wait_for_all_groups:  # online H-H: per group (lab/online/lobby.py)
+            return super()._mark_completed_and_notify(group)
         destination = move_waiting_on(self)
         with channels.ready_says(to=destination):
             super()._mark_completed_and_notify(group)
@@ -42,6 +44,8 @@ class MovesEveryoneOn:
         twice: at a round start each of the 72 arrivals asks it, and that reading was half of
         what an arrival cost the server. The last arrivals (three or fewer still to come) take
         oTree's own tally, which also writes the monitor's "waiting for" note."""
+        if not self.wait_for_all_groups:
+            return super()._tally_unvisited()
         positions = arrival_positions(self)
         still_to_come = sum(index < self._index_in_pages for index, _ in positions)
         if still_to_come <= 3:

@@ -31,6 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("session_code")
     export.add_argument("--out", type=Path, default=Path("."), help="folder for lab_session_CODE.zip")
 
+    bonus = commands.add_parser("bonus", help="an online session's bonus file for Prolific's bulk bonus (PID,amount), "
+                                              "recorded as a payout (docs/online.md, Bonus file)")
+    bonus.add_argument("session_code")
+    bonus.add_argument("--out", type=Path, default=Path("."), help="folder for prolific_bonus_CODE_payoutN.csv")
+    bonus.add_argument("--difference", action="store_true",
+                       help="after a recorded payout: a new payout of only what is still owed")
+    bonus.add_argument("--who", default=os.environ.get("USER", "command line"), help="recorded as who made the payout")
+
     args = parser.parse_args(argv)
     if args.command == "run":
         from labserver.server import serve
@@ -46,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
 
         print(export_session(args.session_code, args.out))
         return 0
+    if args.command == "bonus":
+        from labserver.export import bonus_file
+
+        return bonus_file(args.session_code, args.out, who=args.who, difference=args.difference)
     return 2
 
 

@@ -14,6 +14,9 @@ import protocol
 from lab import game as lab_game
 from lab import agent_pages, app_registry, exports, i18n, interventions, manifest
 from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
+from lab.online import exit as online_exit
+from lab.online.config import is_online
+from lab.online.lobby import waits_per_group
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
 from lab.wait_for_all import MovesEveryoneOn
@@ -59,7 +62,20 @@ class Intervention(ExtraModel):
     dismissed_at = models.FloatField()
 
 
-app_registry.register_app(__name__, Player, interventions=Intervention)
+class BonusPayout(ExtraModel):
+    """One bonus file handed out for Prolific's bulk bonus (lab/online/bonus.py): kept so that the
+    same payout is never made twice with different totals."""
+
+    session_code = models.StringField()
+    created_at = models.FloatField()
+    who = models.StringField()
+    kind = models.StringField()  # "full" or "difference"
+    total = models.FloatField()
+    lines = models.LongStringField()  # the file as handed out: PID,amount per line
+    sha256 = models.StringField()
+
+
+app_registry.register_app(__name__, Player, interventions=Intervention, bonus_payouts=BonusPayout)
 
 
 # FUNCTIONS
@@ -78,9 +94,21 @@ def norm_estimate(player: Player, game: str):
     return answers.field_maybe_none(f"norm_estimate_{game}") if answers else None
 
 
-def settle_payments(subsession: Subsession):
-    """After everyone finished: true norms, bonuses and payouts (PROTOCOL.md, Payment)."""
-    players = subsession.get_players()
+def creating_session(subsession: Subsession):
+    if waits_per_group(subsession.session):
+        # Online H-H: each cohort becomes one group when it forms (lab/online/lobby.py).
+        subsession.set_group_matrix([[player] for player in subsession.get_players()])
+
+
+def settle_payments(subsession: Subsession = None, group: Group = None):
+    """After everyone finished (online H-H: everyone of the cohort): true norms, bonuses and
+    payouts (PROTOCOL.md, Payment)."""
+    players = (subsession if subsession is not None else group).get_players()
+    if subsession is None:
+        subsession = group.subsession
+    # Online, who left before the games (screened out, lobby timeout) keeps the payout set when
+    # they left and is no one's "other participant".
+    players = [player for player in players if not online_exit.left_before_games(player.participant)]
     for player in players:
         tally_games(player)
     p = params(subsession.session)
@@ -106,8 +134,11 @@ def settle_payments(subsession: Subsession):
 
 # PAGES
 class AllFinished(MovesEveryoneOn, WaitPage):
-    wait_for_all_groups = True
     after_all_players_arrive = settle_payments
+
+    @property
+    def wait_for_all_groups(self):
+        return not waits_per_group(self.session)  # online H-H: the cohort (lab/online/lobby.py)
 
     @property
     def title_text(self):
@@ -146,10 +177,29 @@ class Payment(TranslatedTimer, Page):
             bonus_value=f"{correct * p.norm_bonus:.2f}",
             payout=f"{player.payout:.2f}",
             currency=i18n.currency_name(p.language, protocol.CURRENCY_CODE),
+            online=is_online(player.session),
         )
 
 
-page_sequence = [AllFinished, Payment]
+class OnlineExit(Page):
+    """Online sessions' last page: the completion code of the participant's outcome, then
+    Prolific's completion URL (lab/online/exit.py). Every participant who leaves early skips to
+    here."""
+
+    template_name = "lab/OnlineExit.html"
+
+    @staticmethod
+    def is_displayed(player: Player):
+        return is_online(player.session)
+
+    @staticmethod
+    def vars_for_template(player: Player):
+        t = texts_for(player)
+        variables = online_exit.exit_vars(player.participant, player.session)
+        return dict(t=t, reason=t[f"online_exit_{variables['outcome']}"], **variables)
+
+
+page_sequence = [AllFinished, Payment, OnlineExit]
 
 
 custom_export = exports.participants_rows

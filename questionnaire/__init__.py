@@ -90,6 +90,7 @@ def base_vars(player: Player, page_class) -> dict:
 # PAGES
 class QuestionnairePage(TranslatedTimer, Page):
     form_model = "player"
+    lab_online_questionnaire = True  # online: the questionnaire pages' limit (lab/online/config.py)
 
     @staticmethod
     def is_displayed(player: Player):

@@ -15,7 +15,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/\d+")
-WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished"}
+WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished", "Lobby"}
 QUIZ_ANSWERS = {"quiz_AA": "70", "quiz_AB": "10", "quiz_BA": "80", "quiz_BB": "40", "quiz_same_associate": "False"}
 
 

@@ -8,6 +8,8 @@ bench/lab_load.py (which listens on the wait pages' websocket, as a browser does
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import threading
 import time
@@ -17,6 +19,8 @@ from typing import Callable, Optional
 import requests
 
 PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/(?P<index>\d+)")
+COMPLETION_CODE_RE = re.compile(r'id="completion-code">([^<]*)<')
+LIVE_URL_RE = re.compile(r'id="otree-live" data-socket-url="([^"]+)"')
 WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished"}
 QUIZ = {"quiz_AA": "70", "quiz_AB": "10", "quiz_BA": "80", "quiz_BB": "40", "quiz_same_associate": "False"}
 LIKERT_PAGES = {
@@ -47,10 +51,15 @@ class HttpParticipant:
     waited: dict = field(default_factory=dict)  # page name -> seconds spent waiting there
     on_page: Optional[Callable[["HttpParticipant", str, int], None]] = None
     done: bool = False
+    # Online sessions (lab/online/): the study link a participant arrives by (their participant code
+    # is learnt from the page they land on); they wait in the lobby through its live socket, go on
+    # past the payment page and end on the exit page, whose completion code is kept.
+    entry_url: Optional[str] = None
+    completion_code: Optional[str] = None
 
     def __post_init__(self):
         self.http = requests.Session()
-        self.url = f"{self.base_url}/InitializeParticipant/{self.code}"
+        self.url = self.entry_url or f"{self.base_url}/InitializeParticipant/{self.code}"
         self.lock = threading.Lock()
 
     def _request(self, method: str, url: str, page: str, **kwargs) -> requests.Response:
@@ -69,6 +78,8 @@ class HttpParticipant:
                 time.sleep(0.5)
                 continue
             before, after = PAGE_RE.search(url), PAGE_RE.search(response.url)
+            if after and not self.code:  # arrived by the study link: the page names the participant
+                self.code = response.url.split("/p/", 1)[1].split("/", 1)[0]
             changed_app = bool(before and after and before["app"] != after["app"])
             self.timings.append(Timing(page, time.monotonic() - started, method, changed_app))
             return response
@@ -85,9 +96,18 @@ class HttpParticipant:
                 self.pages.append((page, index))
                 if self.on_page:
                     self.on_page(self, page, index)
-            if page == "Payment":
+            if page == "Payment" and not self.entry_url:
                 self.done = True
                 return self
+            if page == "OnlineExit":
+                found = COMPLETION_CODE_RE.search(response.text)
+                self.completion_code = found and found[1]
+                self.done = True
+                return self
+            if page == "Lobby":
+                started = time.monotonic()
+                self.wait_in_lobby(response, deadline)
+                self.waited[page] = self.waited.get(page, 0.0) + time.monotonic() - started
             if page in WAIT_PAGES:
                 started = time.monotonic()
                 self.wait_on_wait_page(response)
@@ -97,6 +117,36 @@ class HttpParticipant:
             time.sleep(self.think_seconds(page))
             response = self._request("POST", response.url, page, data=self.answer(page))
         raise AssertionError(f"participant {self.code} did not finish; last pages {self.pages[-5:]}")
+
+    def wait_in_lobby(self, response: requests.Response, deadline: float) -> None:
+        """As the lobby page does in a browser: ask the page's live method every 2 s until a cohort
+        has formed (then the form is submitted) or the lobby's limit sends the participant on (the
+        page is submitted by the server: a GET finds the next page)."""
+        import asyncio
+
+        import websockets
+
+        found = LIVE_URL_RE.search(response.text)
+        if not found:
+            return
+        url = self.base_url.replace("http://", "ws://") + html.unescape(found[1])
+        page_url = response.url
+
+        async def ask() -> None:
+            async with websockets.connect(url) as socket:
+                while time.monotonic() < deadline:
+                    await socket.send(json.dumps({}))
+                    try:
+                        reply = json.loads(await asyncio.wait_for(socket.recv(), timeout=2))
+                    except asyncio.TimeoutError:
+                        reply = {}
+                    if (reply.get("live_method_payload") or reply).get("seated"):
+                        return
+                    if self.http.get(page_url, timeout=30).url != page_url:
+                        return  # the lobby's limit sent the participant on
+                    await asyncio.sleep(2)
+
+        asyncio.run(ask())
 
     def wait_on_wait_page(self, response: requests.Response) -> None:
         """Until it is worth asking the wait page again (a browser listens on a websocket)."""

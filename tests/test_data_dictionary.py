@@ -9,14 +9,15 @@ import pytest
 
 from analysis import manifest as analysis_manifest
 from lab import data_dictionary as dd
+from lab import data_md
 from lab import manifest as lab_manifest
 
 
 def test_data_md_tables_are_generated_from_the_dictionary():
-    text = dd.DATA_MD.read_text(encoding="utf-8")
-    named = {match.group(2) for match in dd._BLOCK.finditer(text)}
-    assert named == set(dd.markdown_blocks()), "every generated table, and only those, is in DATA.md"
-    assert dd.render_data_md(text) == text, "docs/DATA.md is stale: run `python -m lab.data_dictionary`"
+    text = data_md.DATA_MD.read_text(encoding="utf-8")
+    named = {match.group(2) for match in data_md._BLOCK.finditer(text)}
+    assert named == set(data_md.markdown_blocks()), "every generated table, and only those, is in DATA.md"
+    assert data_md.render_data_md(text) == text, "docs/DATA.md is stale: run `python -m lab.data_md`"
 
 
 def test_dictionary_names_exactly_the_columns_the_exports_write():

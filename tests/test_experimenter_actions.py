@@ -139,10 +139,10 @@ def test_dashboard_actions_reach_the_participants_page_and_are_recorded(lab_serv
             assert await player.locator("#lab-notices .lab-notice, #lab-paused").count() == 0
             assert admin.interventions(code) == []
 
-            # Mark dropped: the online sessions' dropout handling is not in this version.
+            # Mark dropped: online sessions only (tests/test_online_dropouts.py); a lab session refuses it.
             await dashboard.open()
             response = admin.act(code, "mark_dropped", participant=participant)
-            assert response.status_code == 501 and "not available in this version" in response.json()["error"]
+            assert response.status_code == 409 and "not an online session" in response.json()["error"]
             assert await dashboard.page.is_disabled(f'button[data-action=mark_dropped][data-participant="{participant}"]')
 
             # A message: it pops up as text, stays on new pages until closed, and the close is recorded.

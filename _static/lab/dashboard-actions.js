@@ -98,7 +98,7 @@
     cell.appendChild(button("advance", "advance", p, p.finished || !p.app || p.on_wait_page,
       p.on_wait_page ? "on a wait page: nothing to submit" : "submit their page as a timeout"));
     cell.appendChild(button("mark_dropped", "drop", p, p.finished || !dropAvailable,
-      dropAvailable ? "mark dropped: the stand-in takes over" : "not available in this version (online sessions' dropouts)"));
+      dropAvailable ? "mark dropped: the stand-in takes over" : "online sessions only"));
     cell.appendChild(button("message", "message", p, false, "a message that pops up on their page"));
     return cell;
   }
@@ -119,6 +119,26 @@
     status.textContent = c.paused ? "PAUSED since " + clock(c.paused_at) + " (" +
       Math.round(d.generated_at - c.paused_at) + " s): no page times out" : "";
     status.className = c.paused ? "ms-2 badge bg-danger" : "ms-2";
+
+    var online = document.getElementById("dash-online");
+    if (online) {
+      online.textContent = "";
+      if (c.online) {
+        online.appendChild(el("h5", "Dropouts (online; stand-in rule: " + c.online.rule + ")"));
+        online.appendChild(el("div", "dropped participants: " + c.online.dropped.length +
+          " · stand-in pair-rounds: " + c.online.stand_in_pair_rounds +
+          " · pair-rounds finished alone: " + c.online.alone_pair_rounds, "dash-online-counts"));
+        var dropped = el("table", null, "table table-sm");
+        dropped.id = "dash-dropped";
+        c.online.dropped.forEach(function (row) {
+          var tr = el("tr");
+          tr.dataset.participant = row.code;
+          [row.code, row.reason, row.by, clock(row.at)].forEach(function (cell) { tr.appendChild(el("td", cell)); });
+          dropped.appendChild(tr);
+        });
+        online.appendChild(dropped);
+      }
+    }
 
     var table = document.getElementById("dash-interventions");
     table.textContent = "";

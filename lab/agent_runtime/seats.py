@@ -40,9 +40,13 @@ def create_seats(subsession, tables: GameTables) -> None:
     p = params(subsession.session)
     _session_model(subsession.session)  # builds the client now, not in a participant's request
     from lab.matching import agent_count
+    from lab.online.config import is_online
 
     language = AGENT_LANGUAGE[p.language]
-    for seat in range(agent_count(len(subsession.get_players()), p.rounds_per_game)):
+    humans = len(subsession.get_players())
+    # Online: every participant has agents of their own (lab.matching.private_agent_schedule).
+    count = humans * p.rounds_per_game if is_online(subsession.session) else agent_count(humans, p.rounds_per_game)
+    for seat in range(count):
         agent_id = lab_game.agent_id(seat)
         agent = PersonaAgent(agent_id, p.associate_type, model=None, language=language,
                              with_communication=tables.with_chat, seed=_agent_seed(subsession.session.code, tables.game, seat),

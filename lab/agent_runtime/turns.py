@@ -29,7 +29,10 @@ from lab.agent_runtime.seats import _load_seats, _request_memo, _seat, _session_
 from lab.agent_runtime.tables import GameTables
 from lab.session_settings import params, params_of, session_code_of
 
-FINAL_STATUSES = {TurnStatus.OK.value, TurnStatus.REASKED.value, TurnStatus.FALLBACK.value}
+# A stage the seat's own participant played before an online stand-in took the seat over
+# (lab/online/stand_in.py): settled, with no model call.
+SEAT_PLAYED = "seat"
+FINAL_STATUSES = {TurnStatus.OK.value, TurnStatus.REASKED.value, TurnStatus.FALLBACK.value, SEAT_PLAYED}
 RUNNING = "running"
 TURN_STAGE = {TurnKind.MESSAGE_1.value: "message_1", TurnKind.MESSAGE_2.value: "message_2",
               TurnKind.DECISION.value: "decision"}
@@ -302,11 +305,13 @@ def mark_abandoned(record: dict, cost: Optional[float]) -> dict:
 INSERT_ROWS_PER_STATEMENT = 100
 
 
-def start_round(subsession, tables: GameTables) -> None:
-    """RoundStart: every agent's first turn of the round starts now."""
+def start_round(subsession, tables: GameTables, players=None) -> None:
+    """RoundStart: every agent's first turn of the round starts now (of ``players`` only when
+    given: online, a participant's round starts when they arrive)."""
     first = TurnKind.MESSAGE_1.value if tables.with_chat else TurnKind.DECISION.value
-    players = [player for player in subsession.get_players()
-               if lab_game.is_played(player) and player.associate_kind == "agent"]
+    players = [player for player in (subsession.get_players() if players is None else players)
+               if lab_game.is_played(player) and player.associate_kind == "agent"
+               and not lab_game.seat_dropped(player.participant)]  # an online dropout's pages are skipped
     if not players:
         return
     # One request starts every agent's turn: read their turns and seats in two queries, not
