@@ -381,6 +381,7 @@ def config_columns() -> dict:
             "online: no page open this long drops a participant", "number", SECONDS),
         "stand_in_persona": _c("online: the stand-in's persona", enum=("cooperative", "fair", "selfish", "imitate")),
         "dropout_after_timeouts": _c("online: timed-out form pages in a row that drop a participant", "integer"),
+        "constrained_output_resolved_at": _c("when the model check resolved llm_constrained_output", "number", EPOCH),
         **{key: _c(f"time limit of the stage {stage}", "number", SECONDS) for stage, key in STAGE_CONFIG_KEYS.items()},
         **{key: _c(*described) for key, described in online_config.CONFIG_COLUMNS.items()},
     }

@@ -309,9 +309,10 @@ def start_round(subsession, tables: GameTables, players=None) -> None:
     """RoundStart: every agent's first turn of the round starts now (of ``players`` only when
     given: online, a participant's round starts when they arrive)."""
     first = TurnKind.MESSAGE_1.value if tables.with_chat else TurnKind.DECISION.value
+    online = bool(subsession.session.config.get("online"))  # the lab reads no participant here
     players = [player for player in (subsession.get_players() if players is None else players)
                if lab_game.is_played(player) and player.associate_kind == "agent"
-               and not lab_game.seat_dropped(player.participant)]  # an online dropout's pages are skipped
+               and not (online and lab_game.seat_dropped(player.participant))]  # an online dropout's pages are skipped
     if not players:
         return
     # One request starts every agent's turn: read their turns and seats in two queries, not
