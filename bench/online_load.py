@@ -183,22 +183,26 @@ def run(kind: str, participants: int, args, database_url: str) -> dict:
                 tabs.close_all()
             server.stop()
     stayed = [p for p in players if not p.left]
-    stranded = set()
+    stranded, stranded_at = set(), {}
     for p in players:
         for app, page, round_number, _, _, waited in p.landings[1:]:  # past the session's first round start
             limit = LIMITS.get(WAITED_STAGE.get(page, ""), 0)
             if waited > limit + STRANDED_MARGIN_SECONDS:
                 stranded.add(p.code)
+                where = f"{app}/{page}/r{round_number}"
+                stranded_at[where] = max(stranded_at.get(where, 0.0), waited)
     times = sorted(t.seconds for p in players for t in p.timings)
     return dict(kind=kind, participants=participants, stayed=len(stayed), completed=sum(p.done for p in stayed),
-                left=len(players) - len(stayed), stranded=len(stranded), stand_in_pair_rounds=stand_ins,
+                left=len(players) - len(stayed), stranded=len(stranded), stranded_at=stranded_at, stand_in_pair_rounds=stand_ins,
                 p95=_percentile(times, 95), cpu_per_round=cpu / (participants * args.rounds * 2), wall=wall)
 
 
 def describe(r: dict) -> str:
     return (f"{r['kind'].upper()} {r['participants']:>4}: completed {r['completed']}/{r['stayed']} who stayed "
             f"({r['left']} left), stranded {r['stranded']}, stand-in pair-rounds {r['stand_in_pair_rounds']}, "
-            f"page p95 {r['p95']:.3f} s, server CPU {r['cpu_per_round']:.3f} s/participant-round [{r['wall']:.0f} s]")
+            f"page p95 {r['p95']:.3f} s, server CPU {r['cpu_per_round']:.3f} s/participant-round [{r['wall']:.0f} s]"
+            + ("".join(f"\n    stranded at {where}: longest wait {seconds:.0f} s"
+                       for where, seconds in sorted(r["stranded_at"].items()))))
 
 
 def main() -> None:

@@ -168,6 +168,7 @@ def _time_the_page_code() -> None:
                 request["commit"] = request.get("commit", 0) + time.perf_counter() - started
 
     DBWrapper.commit = timed_commit
+    _time_the_watcher()
 
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
@@ -177,3 +178,20 @@ def _time_the_page_code() -> None:
         request = _request.get(None)
         if request is not None:
             request["statements"] = request.get("statements", 0) + 1
+
+
+def _time_the_watcher() -> None:
+    """The closed-tab watcher's rounds (lab/online/presence.py, under oTree's lock like a request):
+    rows of kind 'watcher', its time holding the lock in ``held`` (a drop is made there)."""
+    from lab.online import presence
+
+    due = presence.due
+
+    def traced_due(now=None):
+        started = time.time()
+        try:
+            return due(now)
+        finally:
+            _write("watcher", os.getpid(), f"{started:.4f}", 0, f"{time.time() - started:.4f}", "", "", "", "", "", "")
+
+    presence.due = traced_due

@@ -21,6 +21,7 @@ import requests
 PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/(?P<index>\d+)")
 COMPLETION_CODE_RE = re.compile(r'id="completion-code">([^<]*)<')
 LIVE_URL_RE = re.compile(r'id="otree-live" data-socket-url="([^"]+)"')
+REMAINING_SECONDS_RE = re.compile(r"remainingTimeoutSeconds = ([0-9.]+|null);")
 WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished"}
 QUIZ = {"quiz_AA": "70", "quiz_AB": "10", "quiz_BA": "80", "quiz_BB": "40", "quiz_same_associate": "False"}
 LIKERT_PAGES = {
@@ -131,6 +132,9 @@ class HttpParticipant:
             return
         url = self.base_url.replace("http://", "ws://") + html.unescape(found[1])
         page_url = response.url
+        # The page's own timer submits it at its limit; only then does a browser ask for the page.
+        remaining = REMAINING_SECONDS_RE.search(response.text)
+        limit_at = time.monotonic() + (float(remaining[1]) if remaining and remaining[1] != "null" else 0)
 
         async def ask() -> None:
             async with websockets.connect(url) as socket:
@@ -142,7 +146,7 @@ class HttpParticipant:
                         reply = {}
                     if (reply.get("live_method_payload") or reply).get("seated"):
                         return
-                    if self.http.get(page_url, timeout=30).url != page_url:
+                    if time.monotonic() >= limit_at and self.http.get(page_url, timeout=30).url != page_url:
                         return  # the lobby's limit sent the participant on
                     await asyncio.sleep(2)
 
