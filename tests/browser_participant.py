@@ -36,6 +36,20 @@ async def launch_browser(playwright):
     return await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
 
 
+PROLIFIC_URLS = "https://app.prolific.com/**"
+
+
+async def intercept_prolific(context, requests: list) -> list:
+    """Answer the context's requests to Prolific here (the tests have no internet) and note each
+    URL in ``requests`` (shared between contexts when the same list is passed); returns it."""
+    async def fulfil(route):
+        requests.append(route.request.url)
+        await route.fulfill(status=200, content_type="text/html", body="<p>Prolific (intercepted)</p>")
+
+    await context.route(PROLIFIC_URLS, fulfil)
+    return requests
+
+
 async def play(page, start_url: str, script: Script, *, timeout: float = 180) -> Script:
     page.on("dialog", lambda dialog: (script.dialogs.append(dialog.message), dialog.dismiss()))
     await page.goto(start_url)

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from tests.admin_client import AUTH_ENV, AdminClient
-from tests.browser_participant import QUIZ_ANSWERS, Script, launch_browser, play
+from tests.browser_participant import QUIZ_ANSWERS, Script, intercept_prolific, launch_browser, play
 from tests.lab_server import PYTHON, lab_env
 
 CODES = dict(completed="C0MPL3TE", screened_out="SCR33N", lobby_timeout="L0BBY", partner_dropped="PDR0P",
@@ -54,13 +54,9 @@ async def _session_run(server, session: dict) -> dict:
         browser = await launch_browser(playwright)
         prolific_requests = []
 
-        async def prolific(route):
-            prolific_requests.append(route.request.url)
-            await route.fulfill(status=200, content_type="text/html", body="<p>Prolific (intercepted)</p>")
-
         # Participant B fails the quiz twice (online_quiz_attempts=2): screened out.
         context_b = await browser.new_context()
-        await context_b.route("https://app.prolific.com/**", prolific)
+        await intercept_prolific(context_b, prolific_requests)
         page_b = await context_b.new_page()
         await page_b.goto(study_link(session, PID_B, SUBMISSION_B))
         seen["b_welcome_timer"] = await page_b.locator(".otree-timer").count()
@@ -78,7 +74,7 @@ async def _session_run(server, session: dict) -> dict:
 
         # Participant A plays through against the agents and completes.
         context_a = await browser.new_context()
-        await context_a.route("https://app.prolific.com/**", prolific)
+        await intercept_prolific(context_a, prolific_requests)
         page_a = await context_a.new_page()
         script = await play(page_a, study_link(session, PID_A, SUBMISSION_A, source="ad7"), Script(), timeout=240)
         seen["a_pages"] = script.pages
@@ -94,7 +90,7 @@ async def _session_run(server, session: dict) -> dict:
         # The same browser coming back goes on to its own page (Prolific's link opened again).
         context_b2 = await browser.new_context(storage_state=await context_b.storage_state())
         page_b2 = await context_b2.new_page()
-        await context_b2.route("https://app.prolific.com/**", prolific)
+        await intercept_prolific(context_b2, prolific_requests)
         await page_b2.goto(study_link(session, PID_B, SUBMISSION_B))
         seen["b_again"] = await _to_exit(page_b2, prolific_requests)
         await browser.close()

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.browser_participant import Script, launch_browser, play
+from tests.browser_participant import Script, intercept_prolific, launch_browser, play
 from tests.test_online_entry import CODES, ONLINE, STUDY, study_link
 
 LOBBY = dict(ONLINE, online_lobby_seconds=8)
@@ -24,14 +24,10 @@ async def _run(session: dict) -> dict:
         browser = await launch_browser(playwright)
         prolific = []
 
-        async def intercept(route):
-            prolific.append(route.request.url)
-            await route.fulfill(status=200, content_type="text/html", body="<p>Prolific (intercepted)</p>")
-
         pages = []
         for pid in PIDS:
             context = await browser.new_context()
-            await context.route("https://app.prolific.com/**", intercept)
+            await intercept_prolific(context, prolific)
             pages.append(await context.new_page())
 
         async def pair_member(index):
