@@ -50,6 +50,38 @@ def test_games_with_provider_failures_are_excluded_and_played_again_by_a_rerun(t
     assert "games excluded" not in capsys.readouterr().err
 
 
+def test_with_stage_limits_a_late_turn_falls_back_as_in_the_lab_and_the_game_counts(tmp_path, monkeypatch, capsys):
+    """use_stage_limits: a decision the model cannot give within its stage is the stage's random
+    choice (timed out), as a late agent's in a session: the game is a result and the agents play
+    every round, not a provider failure that stops the repeat."""
+    import time
+
+    import protocol
+    from agents.simulate.__main__ import main
+
+    def slow_decisions(request: dict, api: str) -> str:
+        text = varied_reply(request, api)
+        if "I DECIDE TO CHOOSE" in text:
+            time.sleep(1.5)  # past the decision stage's limit below
+        return text
+
+    monkeypatch.setenv(KEY_ENV, "dummy")
+    monkeypatch.setitem(protocol.STAGE_LIMITS, "decision", 0.8)
+    with FakeLLMServer(reply=slow_decisions) as server:
+        config = write_config(tmp_path / "c.toml", name="run", output_dir=tmp_path, use_stage_limits=True,
+                              model=fake_openai(server, max_retries=0))
+        assert main([str(config), "--no-progress"]) == 0
+    assert "games excluded" not in capsys.readouterr().err
+    run_dir = tmp_path / "run"
+    decisions = pd.read_csv(run_dir / "decisions.csv")
+    assert len(decisions) == 48  # every game of every round: 24 games, two decisions each
+    assert decisions["timed_out"].all()
+    assert pd.read_csv(run_dir / "messages.csv")["sent_in_time"].all()
+    calls = pd.read_csv(run_dir / "llm_calls.csv")
+    assert set(calls.loc[calls["turn"] == "decision", "status"]) == {"timeout"}
+    assert not calls["game_excluded"].any()
+
+
 def test_llm_calls_join_their_games(tmp_path, monkeypatch):
     monkeypatch.setenv(KEY_ENV, "dummy")
     with FakeLLMServer(reply=varied_reply) as server:

@@ -84,6 +84,11 @@ class Tournament:
         self.games_played = 0
         self.games_failed = 0
         self.with_communication = config.game == "WC"
+        # With the lab's stage limits a turn that runs out of its stage falls back as in the lab
+        # (the stage's random choice, no message): part of the result, as a late agent's turn is
+        # in a session; without them a timeout is the provider's failure and the game is replayed.
+        self.failure_reasons = (PROVIDER_FAILURES - {CallStatus.TIMEOUT.value} if config.use_stage_limits
+                                else PROVIDER_FAILURES)
         self.budget_spent = False
 
     async def run(self) -> None:
@@ -170,7 +175,7 @@ class Tournament:
             "finished_at": time.time(),
         }
         failures = sorted({t.fallback_reason for ts in turns.values() for t in ts
-                           if getattr(t, "fallback_reason", None) in PROVIDER_FAILURES})
+                           if getattr(t, "fallback_reason", None) in self.failure_reasons})
         if failures:
             # On the record (every call is), but not a result: not finished, not an agent state
             # to resume from. A rerun plays the game again; its answered calls come from the cache.
