@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import collections
+import heapq
+import itertools
 import math
 import random
+import statistics
 import threading
 import time
 from typing import Optional
@@ -49,34 +53,98 @@ class _RequestsPerMinute:
             return at
 
 
+class _DeadlineSlots:
+    """``slots`` requests in flight; a freed slot goes to the waiting call whose deadline comes
+    first (earliest deadline first; equal deadlines in arrival order). With one slot (a local
+    server answers one request at a time) a call due sooner, a decision with its 40 s stage,
+    goes before calls due later, the messages of their 60 s stages, instead of behind them."""
+
+    def __init__(self, slots: int) -> None:
+        self._free = slots
+        self._waiting: list = []  # heap of (deadline, arrival, future)
+        self._arrivals = itertools.count()
+
+    async def acquire(self, deadline: float, latest_start: float) -> bool:
+        """True with a slot; False if none came before ``latest_start``."""
+        if _remaining(latest_start) < 0:
+            return False
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return True
+        granted = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (deadline, next(self._arrivals), granted))
+        try:
+            async with asyncio.timeout(None if math.isinf(latest_start) else max(0.0, _remaining(latest_start))):
+                await asyncio.shield(granted)
+            return True
+        except TimeoutError:
+            self._give_up(granted)
+            return False
+        except BaseException:  # the call itself cancelled
+            self._give_up(granted)
+            raise
+
+    def _give_up(self, granted: asyncio.Future) -> None:
+        if granted.done() and not granted.cancelled():
+            self.release()  # the slot came as the wait ended: pass it on
+        else:
+            granted.cancel()  # release() skips it
+
+    def release(self) -> None:
+        while self._waiting:
+            granted = heapq.heappop(self._waiting)[2]
+            if not granted.done():
+                granted.set_result(True)
+                return
+        self._free += 1
+
+
+# Replies timed for the estimate of a call's length (below): the last this many of the model.
+RECENT_REPLIES = 20
+MIN_RECENT_REPLIES = 5
+
+
 class RateLimitedModel:
-    """At most ``concurrency`` requests in flight (per event loop) and ``requests_per_minute``."""
+    """At most ``concurrency`` requests in flight (per event loop), the earliest deadline first,
+    and ``requests_per_minute``. A call is not sent when its deadline leaves less time than the
+    model's median reply of late (the last RECENT_REPLIES answered): its stage would end before
+    the reply, and a local server, which goes on computing a request its client gave up, would
+    spend that time in vain while the next call waits."""
 
     def __init__(self, inner: LanguageModel, *, concurrency: int, requests_per_minute: Optional[int]) -> None:
         self.inner = inner
         self.settings = inner.settings
-        self._semaphores = _PerLoop(lambda: asyncio.Semaphore(concurrency))
+        self._slots = _PerLoop(lambda: _DeadlineSlots(concurrency))
         self._window = _RequestsPerMinute(requests_per_minute) if requests_per_minute else None
+        self._recent_seconds: collections.deque = collections.deque(maxlen=RECENT_REPLIES)
+
+    def expected_seconds(self) -> float:
+        if len(self._recent_seconds) < MIN_RECENT_REPLIES:
+            return MIN_ATTEMPT_SECONDS
+        return max(MIN_ATTEMPT_SECONDS, statistics.median(self._recent_seconds))
 
     async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
-        latest_start = deadline - MIN_ATTEMPT_SECONDS
+        expected = self.expected_seconds()
+        latest_start = deadline - expected
         if self._window is not None:
             send_at = self._window.reserve(latest_start)
             if send_at is None:
                 return ModelReply(CallStatus.RATE_LIMITED.value, retryable=False, time_sent=time.time(),
                                   error="requests_per_minute limit: no slot before the deadline")
             await asyncio.sleep(max(0.0, send_at - time.monotonic()))
-        semaphore = self._semaphores.get()
-        try:
-            async with asyncio.timeout(None if math.isinf(latest_start) else max(0.0, _remaining(latest_start))):
-                await semaphore.acquire()
-        except TimeoutError:
+        slots = self._slots.get()
+        if not await slots.acquire(deadline, latest_start):
             return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(),
-                              error="concurrency limit: no slot before the deadline")
+                              error=f"not sent: no free slot while the deadline left {expected:.1f} s "
+                                    f"(the model's median reply of late)")
         try:
-            return await self.inner.complete(messages, deadline=deadline)
+            started = time.monotonic()
+            reply = await self.inner.complete(messages, deadline=deadline)
+            if reply.status == CallStatus.OK.value:
+                self._recent_seconds.append(time.monotonic() - started)
+            return reply
         finally:
-            semaphore.release()
+            slots.release()
 
 
 class RetryingModel:
