@@ -26,13 +26,18 @@ class SlowModel:
         return ModelReply(CallStatus.OK.value, text="ok")
 
 
+def one_slot(seconds: float) -> tuple[SlowModel, RateLimitedModel]:
+    """A server answering one request at a time after ``seconds``, and the layer in front of it."""
+    inner = SlowModel(seconds)
+    return inner, RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
+
+
 def _call(model, name: str, seconds_left: float):
     return model.complete([{"role": "user", "content": name}], deadline=time.monotonic() + seconds_left)
 
 
 def test_the_call_due_first_gets_the_free_slot_first():
-    inner = SlowModel(0.2)
-    model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
+    inner, model = one_slot(0.2)
 
     async def scenario():
         busy = asyncio.create_task(_call(model, "busy", 30))
@@ -48,8 +53,7 @@ def test_the_call_due_first_gets_the_free_slot_first():
 
 
 def test_a_call_its_deadline_cannot_wait_for_is_not_sent():
-    inner = SlowModel(0.5)
-    model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
+    inner, model = one_slot(0.5)
 
     async def scenario():
         for number in range(MIN_RECENT_REPLIES):  # the model's replies of late take 0.5 s
@@ -65,8 +69,7 @@ def test_a_call_its_deadline_cannot_wait_for_is_not_sent():
 
 
 def test_waits_that_end_leave_the_slot_free():
-    inner = SlowModel(0.3)
-    model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
+    inner, model = one_slot(0.3)
 
     async def scenario():
         busy = asyncio.create_task(_call(model, "busy", 30))

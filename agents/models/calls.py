@@ -29,13 +29,18 @@ _call_scope: contextvars.ContextVar[str] = contextvars.ContextVar("agents_call_s
 
 
 @contextlib.contextmanager
-def call_scope(name: str) -> Iterator[None]:
-    """Name the logical call made inside this block (e.g. ``agent-3|seed|r2|decision|1``)."""
-    token = _call_scope.set(name)
+def context_value(variable: contextvars.ContextVar, value: Any) -> Iterator[None]:
+    """``variable`` holds ``value`` inside this block (asyncio tasks made in it inherit it)."""
+    token = variable.set(value)
     try:
         yield
     finally:
-        _call_scope.reset(token)
+        variable.reset(token)
+
+
+def call_scope(name: str) -> contextlib.AbstractContextManager:
+    """Name the logical call made inside this block (e.g. ``agent-3|seed|r2|decision|1``)."""
+    return context_value(_call_scope, name)
 
 
 def current_call_scope() -> str:
@@ -65,14 +70,9 @@ _call_options: contextvars.ContextVar[CallOptions] = contextvars.ContextVar("age
                                                                             default=CallOptions())
 
 
-@contextlib.contextmanager
-def call_options(options: CallOptions) -> Iterator[None]:
+def call_options(options: CallOptions) -> contextlib.AbstractContextManager:
     """The options of the call(s) made inside this block."""
-    token = _call_options.set(options)
-    try:
-        yield
-    finally:
-        _call_options.reset(token)
+    return context_value(_call_options, options)
 
 
 def current_call_options() -> CallOptions:

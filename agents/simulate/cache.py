@@ -23,9 +23,9 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
-from agents.models.calls import current_call_options
+from agents.models.calls import context_value, current_call_options
 from agents.types import CallStatus, ChatMessage, ModelReply
 
 _scope: contextvars.ContextVar[str] = contextvars.ContextVar("cache_scope", default="")
@@ -33,14 +33,9 @@ _scope: contextvars.ContextVar[str] = contextvars.ContextVar("cache_scope", defa
 CACHEABLE_STATUSES = {CallStatus.OK.value, CallStatus.LENGTH.value, CallStatus.REFUSAL.value}
 
 
-@contextlib.contextmanager
-def cache_scope(name: str) -> Iterator[None]:
+def cache_scope(name: str) -> contextlib.AbstractContextManager:
     """Name the logical call(s) made inside this block (asyncio tasks inherit it)."""
-    token = _scope.set(name)
-    try:
-        yield
-    finally:
-        _scope.reset(token)
+    return context_value(_scope, name)
 
 
 def current_cache_scope() -> str:
