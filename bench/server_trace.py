@@ -77,7 +77,8 @@ def _trace_lock() -> None:
     ``CommitTransactionMiddleware``) timed through its own acquire and release; which request
     took it comes from a context variable set as the request enters that middleware. Installed
     from the project's settings, before oTree builds its app (and before ``otree.middleware``
-    can be imported): the middleware's dispatch is wrapped as starlette makes it."""
+    can be imported): the middleware's dispatch is wrapped as starlette makes it, or the project's
+    own (lab/request_lock.py) where it replaces oTree's."""
     from starlette.middleware.base import BaseHTTPMiddleware
 
     original_init = BaseHTTPMiddleware.__init__
@@ -88,6 +89,24 @@ def _trace_lock() -> None:
             self.dispatch_func = _traced(self.dispatch_func)
 
     BaseHTTPMiddleware.__init__ = __init__
+
+    try:  # the project's own middleware in its place (lab/request_lock.py)
+        from lab.request_lock import CommitTransaction
+    except ImportError:  # the plain oTree baseline
+        return
+    call = CommitTransaction.__call__
+
+    async def traced_call(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await call(self, scope, receive, send)
+        _time_the_lock()
+        token = _request.set(dict(arrived=time.time(), method=scope["method"], path=scope["path"]))
+        try:
+            return await call(self, scope, receive, send)
+        finally:
+            _request.reset(token)
+
+    CommitTransaction.__call__ = traced_call
 
 
 def _traced(dispatch):

@@ -47,6 +47,26 @@ for n in (4, 24):
                 running=sum(t.status == RUNNING for t in turns),
                 engine=sum(ENGINE.future(turn_key(t.player, app.TABLES, t.kind)) is not None
                            for t in turns))
+CODES = "completed=C1,screened_out=S1,lobby_timeout=L1,partner_dropped=P1,timed_out=T1"
+# Online a participant's round starts when they arrive (their group alone): the seats read for
+# it are theirs, not every agent's of the session (300 rows per arrival at 300 participants).
+seats_loaded = []
+for app in (wc, woc):
+    event.listen(app.AgentSeat, "load", lambda target, context: seats_loaded.append(target.id))
+for n in (4, 24):
+    with session_scope():
+        session = otree.session.create_session("hf_uninformed_wc_first", num_participants=n,
+            modified_session_config_fields=dict(rounds_per_game=2, online=True, llm_provider="simulated",
+                                                llm_simulated_latency=5, prolific_completion_codes=CODES))
+        session_id = session.id
+    for app in (wc, woc):
+        with session_scope():
+            subsession = app.Subsession.objects_get(session_id=session_id, round_number=1)
+            player = subsession.get_players()[0]
+            del seats_loaded[:]
+            app.start_agent_turns(subsession, players=[player])
+            result[f"online-{app.GAME}-{n}"] = dict(seats_loaded=len(seats_loaded),
+                                                    turns=len(app.AgentTurn.filter(player=player)))
 print("RESULT " + json.dumps(result))
 """
 
@@ -63,3 +83,7 @@ def test_round_start_statements_do_not_grow_with_participants(project_copy):
             assert counts["turns"] == n and counts["running"] == n and counts["engine"] == n, counts
             assert counts["kinds"] == [first], counts
         assert large["statements"] == small["statements"] <= 10, result
+        for n in (4, 24):  # online, one arrival: its own turn, at most its own seat read
+            assert result[f"online-{game}-{n}"] == dict(seats_loaded=result[f"online-{game}-4"]["seats_loaded"],
+                                                        turns=1), result
+            assert result[f"online-{game}-{n}"]["seats_loaded"] <= 1, result

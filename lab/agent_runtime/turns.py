@@ -309,6 +309,7 @@ def start_round(subsession, tables: GameTables, players=None) -> None:
     """RoundStart: every agent's first turn of the round starts now (of ``players`` only when
     given: online, a participant's round starts when they arrive)."""
     first = TurnKind.MESSAGE_1.value if tables.with_chat else TurnKind.DECISION.value
+    whole_round = players is None
     online = bool(subsession.session.config.get("online"))  # the lab reads no participant here
     players = [player for player in (subsession.get_players() if players is None else players)
                if lab_game.is_played(player) and player.associate_kind == "agent"
@@ -322,7 +323,8 @@ def start_round(subsession, tables: GameTables, players=None) -> None:
         tables.AgentTurn.player_id.in_([player.id for player in players]), kind=first)}
     for player in players:
         memo[("turn", tables.game, player.id, first)] = found.get(player.id)
-    _load_seats(memo, tables, subsession, subsession.session_id)
+    if whole_round:  # online, a group's one or two seats are read alone: not all 300 per arrival
+        _load_seats(memo, tables, subsession, subsession.session_id)
     new = [player for player in players if found.get(player.id) is None]
     for player in players:
         if found.get(player.id) is not None:

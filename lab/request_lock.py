@@ -1,0 +1,106 @@
+"""oTree's per-request transaction and global lock, as plain ASGI middleware (issue 26).
+
+oTree 6 wraps every page request in ``CommitTransactionMiddleware``: take the global lock
+(``otree.middleware.lock2``), open a database session, run the page, commit (rollback on a 5xx),
+release. It and ``PerfMiddleware`` inside it are starlette ``BaseHTTPMiddleware``s, which run the
+rest of the app in a new task and pass every response message through a queue: each hop is a
+turn of the event loop, taken while the lock is held. With 600 open sockets at 300 online
+participants a turn of the loop costs milliseconds, so the lock was held ~15 ms per request,
+half of it in those turns (bench/server_trace.py), and the requests queued for it.
+
+The same steps here without the task and the queues: the lock is taken and the session opened
+as before; when the page starts its response (``http.response.start``) the transaction is
+committed (rolled back on a 5xx or when no response came) and the lock released, before the
+client is sent anything, as in oTree. A streamed body (an export) is sent after the release, as
+in oTree. ``PerfMiddleware``'s one job, a timing line on Heroku (``X-Request-ID``), is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+perf_logger = logging.getLogger("otree.perf")
+
+
+class CommitTransaction:
+    """``otree.middleware.CommitTransactionMiddleware`` without a task or queue per request."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        from otree import middleware
+        from otree.database import NEW_IDMAP_EACH_REQUEST, db
+
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        lock = None if any(path.startswith(p) for p in middleware._get_paths_without_lock()) else middleware.lock2
+        if lock is not None:
+            await lock.acquire()
+        open_ = [True]
+
+        def end_transaction(status) -> None:
+            if not open_[0]:
+                return
+            open_[0] = False
+            try:
+                if status is not None and status < 500:
+                    db.commit()
+                else:
+                    db.rollback()
+            finally:
+                if lock is not None:
+                    lock.release()
+
+        async def send_after_commit(message) -> None:
+            if message["type"] == "http.response.start":
+                end_transaction(message["status"])
+            await send(message)
+
+        try:
+            if NEW_IDMAP_EACH_REQUEST:
+                db.new_session()
+            await self.app(scope, receive, send_after_commit)
+        finally:
+            end_transaction(None)  # no response started (an exception): roll back, release
+
+
+class PerfLog:
+    """``otree.middleware.PerfMiddleware``: on Heroku (a request with ``X-Request-ID``) the
+    request's own time in the log."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        request_id = None
+        if scope["type"] == "http":
+            request_id = dict(scope.get("headers") or ()).get(b"x-request-id")
+        if not request_id:
+            await self.app(scope, receive, send)
+            return
+        started = time.time()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            msec = int((time.time() - started) * 1000)
+            perf_logger.info(f"own_time={msec}ms request_id={request_id.decode(errors='replace')}")
+
+
+def install() -> None:
+    """Put both in oTree's middleware stack (idempotent). oTree's app builds the stack from
+    ``otree.middleware``'s names; if it is built already, it is built again."""
+    from otree import middleware
+
+    if middleware.CommitTransactionMiddleware is CommitTransaction:
+        return
+    middleware.CommitTransactionMiddleware = CommitTransaction
+    middleware.PerfMiddleware = PerfLog
+    import sys
+
+    app = getattr(sys.modules.get("otree.asgi"), "app", None)  # None while otree.asgi imports the apps
+    if app is not None:
+        app.middleware_stack = app.build_middleware_stack()

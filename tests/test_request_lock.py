@@ -1,0 +1,78 @@
+"""oTree's per-request transaction as plain ASGI middleware (lab/request_lock.py): the server's
+app uses it, a page's transaction is committed before the client sees its response, a 5xx or an
+exception rolls back, the global lock is always released, and oTree's lock-free paths (exports)
+do not take it."""
+
+import json
+import subprocess
+
+from tests.lab_server import PYTHON, lab_env
+
+SCRIPT = r"""
+import asyncio, json
+from otree.main import setup
+setup()
+import otree.asgi
+from otree import middleware
+from otree.database import db
+from lab.request_lock import CommitTransaction
+
+result = {}
+stack, layers = otree.asgi.app.middleware_stack, []
+while stack is not None:
+    layers.append(type(stack).__name__)
+    stack = getattr(stack, "app", None)
+result["layers"] = layers
+
+events = []
+db.commit = lambda: events.append(("commit", middleware.lock2.locked()))
+db.rollback = lambda: events.append(("rollback", middleware.lock2.locked()))
+
+def page(status=200, fail=False):
+    async def app(scope, receive, send):
+        events.append(("page", middleware.lock2.locked()))
+        if fail:
+            raise RuntimeError("page failed")
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+    return app
+
+async def request(app, path):
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+    async def send(message):
+        events.append((message["type"], middleware.lock2.locked()))
+    try:
+        await CommitTransaction(app)({"type": "http", "path": path, "method": "GET", "headers": []}, receive, send)
+    except RuntimeError as exc:
+        events.append(("raised", str(exc)))
+
+export_path = sorted(middleware._get_paths_without_lock())[0]
+for name, app, path in [("ok", page(), "/p/x/"), ("error", page(status=500), "/p/x/"),
+                        ("exception", page(fail=True), "/p/x/"), ("export", page(), export_path)]:
+    events.clear()
+    asyncio.run(request(app, path))
+    result[name] = events[:] + [("lock held after", middleware.lock2.locked())]
+print("RESULT" + json.dumps(result))
+"""
+
+
+def test_commit_before_response_and_lock_always_released(project_copy, database_url):
+    run = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(database_url), capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.split("RESULT", 1)[1])
+    # oTree's two BaseHTTPMiddleware layers are gone from the server's stack; ours are first
+    assert result["layers"][:2] == ["CommitTransaction", "OTreeServerErrorMiddleware"], result["layers"]
+    assert "CommitTransactionMiddleware" not in result["layers"] and "PerfMiddleware" not in result["layers"]
+    as_lists = {name: [list(e) for e in events] for name, events in result.items() if name != "layers"}
+    # the page runs under the lock, commits under it, and only then is anything sent
+    assert as_lists["ok"] == [["page", True], ["commit", True], ["http.response.start", False],
+                              ["http.response.body", False], ["lock held after", False]]
+    assert as_lists["error"] == [["page", True], ["rollback", True], ["http.response.start", False],
+                                 ["http.response.body", False], ["lock held after", False]]
+    assert as_lists["exception"] == [["page", True], ["rollback", True], ["raised", "page failed"],
+                                     ["lock held after", False]]
+    # oTree's exports run without the lock (VIEWS_WITHOUT_LOCK) and still commit
+    assert as_lists["export"] == [["page", False], ["commit", False], ["http.response.start", False],
+                                  ["http.response.body", False], ["lock held after", False]]
