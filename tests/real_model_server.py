@@ -46,10 +46,15 @@ class LlamaServer:
 
     MODEL_ALIAS = "smollm2-135m"
 
-    def __init__(self, python: str, n_ctx: int, workdir: Path) -> None:
+    def __init__(self, python: str, n_ctx: int, workdir: Path, prompt_cache_bytes: int = 0) -> None:
+        """``prompt_cache_bytes``: keep evaluated prompts in a RAM cache of that size (0: none).
+        One slot serving many agents evaluates each agent's whole history again on every call
+        (it keeps only the last request's prefix); the cache restores the agent's last state and
+        evaluates only the new turn. Logits are then kept for the last token only: with
+        ``logits_all`` (the server's default) every saved state copies n_ctx x 49k floats."""
         from tests.lab_server import free_port
 
-        self.python, self.n_ctx = python, n_ctx
+        self.python, self.n_ctx, self.prompt_cache_bytes = python, n_ctx, prompt_cache_bytes
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = workdir / f"llama-{self.port}.log"
@@ -60,7 +65,7 @@ class LlamaServer:
         self.process = subprocess.Popen(
             [self.python, "-m", "llama_cpp.server", "--model", model_path(self.python), "--model_alias",
              self.MODEL_ALIAS, "--n_ctx", str(self.n_ctx), "--host", "127.0.0.1", "--port", str(self.port),
-             "--n_threads", "2"],
+             "--n_threads", "2", *self.cache_args()],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -72,6 +77,12 @@ class LlamaServer:
             except OSError:
                 time.sleep(0.5)
         raise RuntimeError(f"llama server did not start: {self.log()[-2000:]}")
+
+    def cache_args(self) -> list[str]:
+        if not self.prompt_cache_bytes:
+            return []
+        return ["--cache", "true", "--cache_type", "ram", "--cache_size", str(self.prompt_cache_bytes),
+                "--logits_all", "false"]
 
     def tokens(self, text: str) -> int:
         """The model's own count (the server's tokenizer)."""

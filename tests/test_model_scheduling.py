@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from agents.models.layers import MIN_RECENT_REPLIES, RateLimitedModel
 from agents.types import CallStatus, ModelReply
 
@@ -26,10 +28,10 @@ class SlowModel:
         return ModelReply(CallStatus.OK.value, text="ok")
 
 
-def one_slot(seconds: float) -> tuple[SlowModel, RateLimitedModel]:
+def one_slot(seconds: float, requests_per_minute=None) -> tuple[SlowModel, RateLimitedModel]:
     """A server answering one request at a time after ``seconds``, and the layer in front of it."""
     inner = SlowModel(seconds)
-    return inner, RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
+    return inner, RateLimitedModel(inner, concurrency=1, requests_per_minute=requests_per_minute)
 
 
 def _call(model, name: str, seconds_left: float):
@@ -52,8 +54,12 @@ def test_the_call_due_first_gets_the_free_slot_first():
     assert inner.sent == ["busy", "decision, due in 40 s", "message, due in 60 s"]
 
 
-def test_a_call_its_deadline_cannot_wait_for_is_not_sent():
-    inner, model = one_slot(0.5)
+@pytest.mark.parametrize("requests_per_minute", [None, 100000])
+def test_a_call_its_deadline_cannot_wait_for_is_not_sent(requests_per_minute):
+    """Not sent, a timeout (the stage ran out), also where a per-minute window is set: it is not
+    the window's doing (reported as rate_limited, the simulation took it for a provider failure
+    and stopped the game's repeat)."""
+    inner, model = one_slot(0.5, requests_per_minute)
 
     async def scenario():
         for number in range(MIN_RECENT_REPLIES):  # the model's replies of late take 0.5 s

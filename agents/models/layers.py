@@ -126,6 +126,10 @@ class RateLimitedModel:
     async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
         expected = self.expected_seconds()
         latest_start = deadline - expected
+        if latest_start < time.monotonic():  # too late already: not the window's doing
+            return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(),
+                              error=f"not sent: the deadline left less than {expected:.1f} s "
+                                    f"(the model's median reply of late)")
         if self._window is not None:
             send_at = self._window.reserve(latest_start)
             if send_at is None:
