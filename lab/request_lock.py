@@ -8,7 +8,8 @@ turn of the event loop, taken while the lock is held. With 600 open sockets at 3
 participants a turn of the loop costs milliseconds, so the lock was held ~15 ms per request,
 half of it in those turns (bench/server_trace.py), and the requests queued for it.
 
-The same steps here without the task and the queues: the lock is taken and the session opened
+The same steps here without the task and the queues: the request's body is read first (a
+form still in flight is not awaited under the lock), then the lock is taken and the session opened
 as before; when the page starts its response (``http.response.start``) the transaction is
 committed (rolled back on a 5xx or when no response came) and the lock released, before the
 client is sent anything, as in oTree. A streamed body (an export) is sent after the release, as
@@ -39,6 +40,7 @@ class CommitTransaction:
         path = scope["path"]
         lock = None if any(path.startswith(p) for p in middleware._get_paths_without_lock()) else middleware.lock2
         if lock is not None:
+            receive = await _read_body_first(receive)
             await lock.acquire()
         open_ = [True]
 
@@ -66,6 +68,23 @@ class CommitTransaction:
             await self.app(scope, receive, send_after_commit)
         finally:
             end_transaction(None)  # no response started (an exception): roll back, release
+
+
+async def _read_body_first(receive):
+    """The request's body read before the lock is taken: a form's body still in flight would
+    otherwise be awaited under the lock, and every wait hands the loop to the other sockets. The
+    app gets the same messages from the returned ``receive``, then the live one (a disconnect)."""
+    read = []
+    while True:
+        message = await receive()
+        read.append(message)
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            break
+
+    async def replay():
+        return read.pop(0) if read else await receive()
+
+    return replay
 
 
 class PerfLog:

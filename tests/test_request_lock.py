@@ -1,7 +1,7 @@
 """oTree's per-request transaction as plain ASGI middleware (lab/request_lock.py): the server's
 app uses it, a page's transaction is committed before the client sees its response, a 5xx or an
-exception rolls back, the global lock is always released, and oTree's lock-free paths (exports)
-do not take it."""
+exception rolls back, the global lock is always released, the request's body is read before the
+lock is taken, and oTree's lock-free paths (exports) do not take it."""
 
 import json
 import subprocess
@@ -39,6 +39,7 @@ def page(status=200, fail=False):
 
 async def request(app, path):
     async def receive():
+        events.append(("receive", middleware.lock2.locked()))
         return {"type": "http.request", "body": b"", "more_body": False}
     async def send(message):
         events.append((message["type"], middleware.lock2.locked()))
@@ -66,13 +67,15 @@ def test_commit_before_response_and_lock_always_released(project_copy, database_
     assert result["layers"][:2] == ["CommitTransaction", "OTreeServerErrorMiddleware"], result["layers"]
     assert "CommitTransactionMiddleware" not in result["layers"] and "PerfMiddleware" not in result["layers"]
     as_lists = {name: [list(e) for e in events] for name, events in result.items() if name != "layers"}
-    # the page runs under the lock, commits under it, and only then is anything sent
-    assert as_lists["ok"] == [["page", True], ["commit", True], ["http.response.start", False],
+    # the request's body is read before the lock is taken; the page runs under the lock, commits
+    # under it, and only then is anything sent
+    assert as_lists["ok"] == [["receive", False], ["page", True], ["commit", True], ["http.response.start", False],
                               ["http.response.body", False], ["lock held after", False]]
-    assert as_lists["error"] == [["page", True], ["rollback", True], ["http.response.start", False],
-                                 ["http.response.body", False], ["lock held after", False]]
-    assert as_lists["exception"] == [["page", True], ["rollback", True], ["raised", "page failed"],
-                                     ["lock held after", False]]
+    assert as_lists["error"] == [["receive", False], ["page", True], ["rollback", True],
+                                 ["http.response.start", False], ["http.response.body", False],
+                                 ["lock held after", False]]
+    assert as_lists["exception"] == [["receive", False], ["page", True], ["rollback", True],
+                                     ["raised", "page failed"], ["lock held after", False]]
     # oTree's exports run without the lock (VIEWS_WITHOUT_LOCK) and still commit
     assert as_lists["export"] == [["page", False], ["commit", False], ["http.response.start", False],
                                   ["http.response.body", False], ["lock held after", False]]
