@@ -50,7 +50,6 @@ MEMORY_SCOPES = ("round", "game")
 PENDING = "pending"  # a call record written before sending (CallJournal.started), not yet answered
 EMPTY_REPLY = "(no reply)"
 
-
 _STEP_LINE = re.compile(r"^STEP \d+:", re.MULTILINE)
 
 
@@ -314,7 +313,8 @@ class PersonaAgent:
             _journal(self.journal.finished, record)
             raise
         status, parsed, flags, error = reply.status, None, [], reply.error
-        if status == CallStatus.LENGTH.value and _complete_under_grammar(self.model.settings, options, reply.text):
+        shaped = _complete_under_grammar(self.model.settings, options, reply.text)
+        if status == CallStatus.LENGTH.value and shaped:
             # The grammar's last character came with the last token allowed: the reply is whole.
             status, error = CallStatus.OK.value, None
             flags.append("complete_at_limit")
@@ -324,9 +324,7 @@ class PersonaAgent:
             if kind == TurnKind.DECISION.value:
                 parsed = parse_choice(reply.text)
             else:
-                parsed = parse_message(reply.text, max_chars=None)
-                if parsed is None and _complete_under_grammar(self.model.settings, options, reply.text):
-                    parsed = grammar_message(reply.text)
+                parsed = parse_message(reply.text, max_chars=None) or (grammar_message(reply.text) if shaped else None)
                 if parsed is not None and len(parsed) > self.message_max_chars:
                     flags.append("message_too_long")
                     status = CallStatus.PARSE_ERROR.value  # re-asked for a shorter one
