@@ -116,8 +116,10 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
             return "" if room <= 0 else sep + cls(_MESSAGE, f"{{0,{room}}}")
 
         alternatives = [cls(excluded) + then_anything(rest)]
-        if complete and rest >= 1:  # "message. Hi": a stripped character, then more than that
-            alternatives.append(f"[{_STRIPPED_AT_END}]" + sep + cls(_MESSAGE + _STRIPPED_AT_END) + then_anything(rest - 1))
+        if complete and rest >= 1:  # "message. Hi": a stripped character, then more than that,
+            # but not "/" ("<br />" read by its shape was delivered as the message "br /")
+            alternatives.append(f"[{_STRIPPED_AT_END}]" + sep + cls(_MESSAGE + _STRIPPED_AT_END + "/")
+                                + then_anything(rest - 1))
         for char in nexts:
             if k + 1 > chars or (k + 1 == chars and prefix + char in NOT_MESSAGES):
                 continue  # no room, or it would end on a word

@@ -272,7 +272,7 @@ def test_the_grammar_bars_what_the_parser_takes_for_no_message_in_any_case():
     pattern = grammars.regex(shape, 128)
     for echoed in ("The message you want to send", "the message you want to send", "THE MESSAGE YOU WANT TO SEND",
                    "message", "Message.", "your message", "br", "BR", "br/", "message'",
-                   "The message you want to send.1.1.2.3.4.5"):
+                   "The message you want to send.1.1.2.3.4.5", "br /", "BR/ ", "message /"):
         assert not re.fullmatch(pattern, f"Hi! <{echoed}>"), echoed
     for message in ("The message you want", "the message you want to sell", "Then A", "t", "messages",
                     "message to you", "bring", "b", "em"):

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from agents.grammars import OutputShape
+from agents.models import CallOptions, call_options, current_call_options
 from agents.models.layers import MIN_RECENT_REPLIES, RateLimitedModel
 from agents.types import CallStatus, ModelReply
 
@@ -95,3 +97,43 @@ def test_waits_that_end_leave_the_slot_free():
     assert all(r.status == CallStatus.TIMEOUT.value for r in results[1:])
     assert after.status == "ok" and took < 0.5  # straight to the free slot
     assert inner.sent == ["busy", "after"]
+
+
+class ShapedModel(SlowModel):
+    """Decisions take ``decision_seconds``, messages ``seconds`` (a decision's prompt is longer)."""
+
+    def __init__(self, seconds: float, decision_seconds: float) -> None:
+        super().__init__(seconds)
+        self.decision_seconds = decision_seconds
+
+    async def complete(self, messages, *, deadline: float) -> ModelReply:
+        self.sent.append(messages[0]["content"])
+        shape = current_call_options().shape
+        await asyncio.sleep(self.decision_seconds if shape.kind == "decision" else self.seconds)
+        return ModelReply(CallStatus.OK.value, text="ok")
+
+
+def test_a_call_is_not_sent_by_the_median_of_calls_of_its_own_kind():
+    """Decisions take a local server 2-3x a message's time: a decision is judged by decisions'
+    replies of late, a message by messages', not both by the median of all."""
+    inner = ShapedModel(0.05, decision_seconds=0.5)
+    model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
+    decision, message = OutputShape("decision", 5), OutputShape("message", 4)
+
+    async def shaped_call(shape, name, seconds_left):
+        with call_options(CallOptions(shape=shape)):
+            return await _call(model, name, seconds_left)
+
+    async def scenario():
+        for number in range(MIN_RECENT_REPLIES + 2):  # more messages than decisions of late
+            assert (await shaped_call(message, f"message {number}", 30)).status == "ok"
+        for number in range(MIN_RECENT_REPLIES):
+            assert (await shaped_call(decision, f"decision {number}", 30)).status == "ok"
+        assert model.expected_seconds() < 0.3 < model.expected_seconds(("decision", 5))
+        return (await shaped_call(decision, "hopeless decision", 0.3),
+                await shaped_call(message, "message that fits", 0.3))
+
+    hopeless, fits = asyncio.run(scenario())
+    assert hopeless.status == CallStatus.TIMEOUT.value and "not sent" in hopeless.error
+    assert "hopeless decision" not in inner.sent
+    assert fits.status == "ok"

@@ -18,10 +18,10 @@ import random
 import statistics
 import threading
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from ..types import CallStatus, ChatMessage, LanguageModel, ModelReply
-from .calls import MIN_ATTEMPT_SECONDS, _PerLoop, _remaining, redact
+from .calls import MIN_ATTEMPT_SECONDS, _PerLoop, _remaining, current_call_options, redact
 
 RPM_WINDOW_SECONDS = 60.0
 _RETRYABLE_STATUSES = {CallStatus.RATE_LIMITED.value, CallStatus.PROVIDER_ERROR.value, CallStatus.TIMEOUT.value}
@@ -104,32 +104,46 @@ RECENT_REPLIES = 20
 MIN_RECENT_REPLIES = 5
 
 
+def _call_kind() -> Any:
+    """What a call's length is estimated by: the shape of the reply the agent asks for (a
+    decision, a message after n reasoning steps), None for a call that names none."""
+    shape = current_call_options().shape
+    return None if shape is None else (shape.kind, shape.steps)
+
+
 class RateLimitedModel:
     """At most ``concurrency`` requests in flight (per event loop), the earliest deadline first,
     and ``requests_per_minute``. A call is not sent when its deadline leaves less time than the
-    model's median reply of late (the last RECENT_REPLIES answered): its stage would end before
-    the reply, and a local server, which goes on computing a request its client gave up, would
-    spend that time in vain while the next call waits."""
+    model's median reply of late to calls of its kind (the last RECENT_REPLIES answered of the same
+    reply shape: a decision's long prompt takes a local server 2-3x a message's; before
+    MIN_RECENT_REPLIES of its kind, all calls'): its stage would end before the reply, and a
+    local server, which goes on computing a request its client gave up, would spend that time in
+    vain while the next call waits."""
 
     def __init__(self, inner: LanguageModel, *, concurrency: int, requests_per_minute: Optional[int]) -> None:
         self.inner = inner
         self.settings = inner.settings
         self._slots = _PerLoop(lambda: _DeadlineSlots(concurrency))
         self._window = _RequestsPerMinute(requests_per_minute) if requests_per_minute else None
-        self._recent_seconds: collections.deque = collections.deque(maxlen=RECENT_REPLIES)
+        # Seconds of the last replies, of all calls (key None) and per kind of call (_call_kind).
+        self._recent_seconds: dict[Any, collections.deque] = collections.defaultdict(
+            lambda: collections.deque(maxlen=RECENT_REPLIES))
 
-    def expected_seconds(self) -> float:
-        if len(self._recent_seconds) < MIN_RECENT_REPLIES:
-            return MIN_ATTEMPT_SECONDS
-        return max(MIN_ATTEMPT_SECONDS, statistics.median(self._recent_seconds))
+    def expected_seconds(self, kind: Any = None) -> float:
+        for key in (kind, None):
+            recent = self._recent_seconds.get(key)
+            if recent is not None and len(recent) >= MIN_RECENT_REPLIES:
+                return max(MIN_ATTEMPT_SECONDS, statistics.median(recent))
+        return MIN_ATTEMPT_SECONDS
 
     async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
-        expected = self.expected_seconds()
+        kind = _call_kind()
+        expected = self.expected_seconds(kind)
         latest_start = deadline - expected
         if latest_start < time.monotonic():  # too late already: not the window's doing
             return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(),
                               error=f"not sent: the deadline left less than {expected:.1f} s "
-                                    f"(the model's median reply of late)")
+                                    f"(the model's median reply of late to such calls)")
         if self._window is not None:
             send_at = self._window.reserve(latest_start)
             if send_at is None:
@@ -140,12 +154,13 @@ class RateLimitedModel:
         if not await slots.acquire(deadline, latest_start):
             return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(),
                               error=f"not sent: no free slot while the deadline left {expected:.1f} s "
-                                    f"(the model's median reply of late)")
+                                    f"(the model's median reply of late to such calls)")
         try:
             started = time.monotonic()
             reply = await self.inner.complete(messages, deadline=deadline)
             if reply.status == CallStatus.OK.value:
-                self._recent_seconds.append(time.monotonic() - started)
+                for key in {kind, None}:
+                    self._recent_seconds[key].append(time.monotonic() - started)
             return reply
         finally:
             slots.release()
