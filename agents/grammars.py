@@ -83,7 +83,15 @@ PLACEHOLDER = "The message you want to send"
 # After a complete word of NOT_MESSAGES: nothing the parser strips from a message's end (ASCII
 # only: multi-byte characters in a class left llama-cpp-python 0.3.36 no token to choose).
 _STRIPPED_AT_END = r". \"'*_`"
-_FIRST_BARRED = " \t\"'/!|=\n<>＜＞"  # _FIRST's characters, unescaped
+
+
+def _characters(escaped: str) -> str:
+    """A character class's content as written above (``\\n``, ``\\t``, ``\\"`` escaped, as GBNF
+    and regular expressions both read them) as the characters themselves."""
+    return escaped.replace(r"\n", "\n").replace(r"\t", "\t").replace(r'\"', '"')
+
+
+_FIRST_BARRED = _characters(_FIRST)  # for the trie: no barred word may begin with one of these
 
 
 def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:

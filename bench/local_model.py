@@ -47,7 +47,8 @@ def run_one(server: LlamaServer, out: Path, language: str, mode: str, args) -> d
         use_stage_limits=not args.no_stage_limits, llm_constrained_output=mode,
         models=[dict(label="smollm2", provider="openai_compatible", model=LlamaServer.MODEL_ALIAS,
                      base_url=server.base_url, max_tokens=args.max_tokens, context_window=N_CTX,
-                     max_retries=1, request_timeout=60, requests_per_minute=100000, seed=args.seed,
+                     max_retries=1, request_timeout=60, requests_per_minute=100000,
+                     seed=None if args.unseeded_requests else args.seed,
                      # as many requests at a time as the server answers: a call that can no longer
                      # finish in its stage waits here and is never sent, not computed in vain
                      concurrency=args.parallel,
@@ -86,6 +87,12 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=128, help="llm_max_tokens (default 128)")
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--seed", type=int, default=7)
+    # With one request seed the self-play agents are clones: the same persona, prompt and seed give
+    # the same reply, so most prompts repeat one another and the server's prompt cache evaluates
+    # them once. Humans' messages make an H-F session's prompts differ from the first reply on.
+    parser.add_argument("--unseeded-requests", action="store_true",
+                        help="send no seed (the server draws one per request): the agents' replies and "
+                             "prompts differ, as an H-F session's do")
     parser.add_argument("--languages", default="zh,en")
     parser.add_argument("--modes", default="off,on")
     parser.add_argument("--no-stage-limits", action="store_true",
@@ -138,9 +145,12 @@ def main() -> int:
                     print(f"   unusable reply: {example}", flush=True)
     print()
     served = f"llama-server, {args.parallel} slots" if binary else "llama-cpp-python, 1 slot"
+    # llama-server keeps past prompts' states in host memory by default (--cache-ram 8192 MiB)
+    cache = ("llama-server's default" if binary
+             else f"{args.prompt_cache_gb:g} GiB" if args.prompt_cache_gb else "off")
     print(f"SmolLM2-135M-Instruct on llama.cpp ({served}, 2 threads), fair self-play WC, 2 groups x {args.rounds} rounds, "
-          f"{'no stage limits' if args.no_stage_limits else 'stage limits 60/60/40 s'}, max_tokens {args.max_tokens}, seed {args.seed}, "
-          f"prompt cache {f'{args.prompt_cache_gb:g} GiB' if args.prompt_cache_gb else 'off'}")
+          f"{'no stage limits' if args.no_stage_limits else 'stage limits 60/60/40 s'}, max_tokens {args.max_tokens}, seed {args.seed}{' (not sent)' if args.unseeded_requests else ''}, "
+          f"prompt cache {cache}")
     print(f"{'language':<9}{'constrained':<12}{'settled':>9}{'delivered':>11}{'parse err/call':>16}"
           f"{'median latency':>16}")
     for r in rows:
