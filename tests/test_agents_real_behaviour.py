@@ -13,6 +13,7 @@ import protocol
 from agents.agent import PENDING, CallJournal, PersonaAgent, probe_personas
 from agents.config import ModelConfig
 from agents.models import build_model, check_model
+from agents.models.check import CHECK_TOKENS
 from agents.parsing import cut_message, parse_message
 from agents.tokens import count_message_tokens, known_context_window
 from agents.types import CallStatus, TurnStatus
@@ -229,6 +230,9 @@ def test_model_check_passes_a_working_model(fake_llm):
     problem, reply = check_model(ModelConfig.build(provider="openai_compatible", model="m",
                                                    base_url=fake_llm.base_url_openai))
     assert problem is None and reply.status == CallStatus.OK.value
+    # "OK" needs a token or two: the check does not wait for a reply of the session's llm_max_tokens
+    [(_, request)] = fake_llm.requests
+    assert request["max_tokens"] == CHECK_TOKENS < ModelConfig().max_tokens
 
 
 def test_model_check_names_an_unknown_model(fake_llm):

@@ -17,6 +17,9 @@ from .calls import CallOptions, call_options, redact
 
 CHECK_PROMPT = "This is a connection test. Reply with the single word OK."
 CHECK_SECONDS = 30.0
+# The check's reply limit: "OK" is a token or two. Without it a small local model rambled to the
+# session's llm_max_tokens and, on a busy CPU, past CHECK_SECONDS (the session was refused).
+CHECK_TOKENS = 16
 # The throughput probe: a reply of about this many tokens, long enough to time the sampler.
 THROUGHPUT_PROMPT = "Count from 1 to 200 in words, separated by commas. Write nothing else."
 THROUGHPUT_TOKENS = 48
@@ -45,8 +48,9 @@ def check_model(cfg: ModelConfig, *, seconds: float = CHECK_SECONDS,
 
     def run() -> None:
         async def one_call() -> ModelReply:
-            return await model.complete([ChatMessage("user", CHECK_PROMPT)],
-                                        deadline=time.monotonic() + min(seconds, cfg.request_timeout))
+            with call_options(CallOptions(max_tokens=CHECK_TOKENS)):
+                return await model.complete([ChatMessage("user", CHECK_PROMPT)],
+                                            deadline=time.monotonic() + min(seconds, cfg.request_timeout))
 
         try:
             outcome.append(asyncio.run(one_call()))
