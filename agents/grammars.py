@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import string
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -93,15 +94,28 @@ def _characters(escaped: str) -> str:
 
 _FIRST_BARRED = _characters(_FIRST)  # for the trie: no barred word may begin with one of these
 
+# A message is not a bare word: chat models' special tokens read "<file_sep>", "<think>",
+# "<start_of_turn>", and the grammar checks a token by its text, so one special token satisfied
+# "<" message ">" whole; the server leaves special tokens out of the reply's text, which then
+# ended with no message (SmolLM2-135M: whole rounds of "<repo_name>"-like replies read as
+# "STEP 4: To send your message in English." and nothing). A message has a character other than
+# these (a space, a mark, any non-ASCII letter) within its first MAX_WORD_RUN characters.
+_WORD_CHARS = string.ascii_letters + string.digits + "_"
+_WORD = "A-Za-z0-9_"  # _WORD_CHARS as a character class's content
+MAX_WORD_RUN = 32
+
 
 def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
     """The message inside the brackets: 1 to ``chars`` characters, none of ``NOT_MESSAGES`` (in
-    any case, with or without a final "." or quote), nothing beginning with ``PLACEHOLDER``. As (expression, extra GBNF rules): a trie of
-    those words, a node having matched a prefix of one and leaving it by ending (not where a word
-    is complete), by a character no word continues with (then anything), or by a word's next
-    character."""
+    any case, with or without a final "." or quote), nothing beginning with ``PLACEHOLDER``, and
+    not a bare word (``_WORD`` characters only; see ``MAX_WORD_RUN``). As (expression, extra GBNF
+    rules): a trie of those words, a node having matched a prefix of one and leaving it by ending
+    (not where a word is complete, nor on a bare word), by a character no word continues with
+    (then anything, or, while the message is a bare word, anything with a mark in it), or by a
+    word's next character."""
     rules: list[str] = []
     sep = " " if gbnf_syntax else ""
+    marked_rules: dict[int, str] = {}  # GBNF rules of marked(done), by done
 
     def cls(excluded: str, count: str = "") -> str:
         return f"[^{excluded}]{count}"
@@ -111,32 +125,63 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
             return f"[{char.lower()}{char.upper()}]"
         return f'"{char}"' if gbnf_syntax else re.escape(char)
 
+    def alternation(alternatives: list[str]) -> str:
+        return ("( " + " | ".join(alternatives) + " )") if gbnf_syntax else "(?:" + "|".join(alternatives) + ")"
+
+    def then_anything(room: int) -> str:
+        return "" if room <= 0 else sep + cls(_MESSAGE, f"{{0,{room}}}")
+
+    def marked(done: int) -> Optional[str]:
+        """The rest of a message whose first ``done`` characters are word characters: a mark
+        within the next MAX_WORD_RUN - done characters, then anything; None if no room."""
+        if done >= min(chars, MAX_WORD_RUN):
+            return None
+        alternatives = [cls(_MESSAGE + _WORD) + then_anything(chars - done - 1)]
+        further = marked(done + 1)
+        if further is not None:
+            alternatives.append(f"[{_WORD}]" + sep + further)
+        if not gbnf_syntax:
+            return alternation(alternatives)
+        if done not in marked_rules:
+            marked_rules[done] = f"marked{done} ::= {alternation(alternatives)}"
+        return f"marked{done}"
+
+    def leave(excluded: str, done: int, bare: bool) -> list[str]:
+        """Leave the trie by one character not in ``excluded``, the ``done``-th of the message."""
+        if not bare:
+            return [cls(excluded) + then_anything(chars - done)]
+        alternatives = [cls(excluded + _WORD) + then_anything(chars - done)]
+        word_chars = "".join(c for c in _WORD_CHARS if c not in _characters(excluded))
+        rest = marked(done)
+        if word_chars and rest is not None:
+            alternatives.append(f"[{word_chars}]" + sep + rest)
+        return alternatives
+
     def node(prefix: str) -> str:
         k = len(prefix)
         nexts = sorted({w[k] for w in NOT_MESSAGES if len(w) > k and w.startswith(prefix)
                         and (k or w[0] not in _FIRST_BARRED)})
         complete = prefix in NOT_MESSAGES
+        bare = all(c in _WORD_CHARS for c in prefix)
         excluded = (_FIRST if k == 0 else _MESSAGE) + (_STRIPPED_AT_END if complete else "")
         excluded += "".join(c.lower() + c.upper() if c.isalpha() else c for c in nexts)
+        alternatives = leave(excluded, k + 1, bare)
         rest = chars - k - 1
-
-        def then_anything(room: int) -> str:
-            return "" if room <= 0 else sep + cls(_MESSAGE, f"{{0,{room}}}")
-
-        alternatives = [cls(excluded) + then_anything(rest)]
         if complete and rest >= 1:  # "message. Hi": a stripped character, then more than that,
             # but not "/" ("<br />" read by its shape was delivered as the message "br /")
-            alternatives.append(f"[{_STRIPPED_AT_END}]" + sep + cls(_MESSAGE + _STRIPPED_AT_END + "/")
+            stripped = _STRIPPED_AT_END.replace("_", "") if bare else _STRIPPED_AT_END
+            alternatives.append(f"[{stripped}]" + sep + cls(_MESSAGE + _STRIPPED_AT_END + "/")
                                 + then_anything(rest - 1))
         for char in nexts:
-            if k + 1 > chars or (k + 1 == chars and prefix + char in NOT_MESSAGES):
-                continue  # no room, or it would end on a word
+            if k + 1 > chars or (k + 1 == chars and (prefix + char in NOT_MESSAGES
+                                                     or all(c in _WORD_CHARS for c in prefix + char))):
+                continue  # no room, or it would end on a word or a bare word
             if prefix + char == PLACEHOLDER.lower():
                 continue  # nothing may begin with it: barred from ending there, SmolLM2 went on
                 # "<The message you want to send.1.1.2.3.4.5.6…" to the reply's limit
             alternatives.append(literal(char) + ("" if k + 1 == chars else sep + nested(prefix + char)))
-        body = ("( " + " | ".join(alternatives) + " )") if gbnf_syntax else "(?:" + "|".join(alternatives) + ")"
-        return body if k == 0 or complete else body + "?"
+        body = alternation(alternatives)
+        return body if k == 0 or complete or bare else body + "?"
 
     def nested(prefix: str) -> str:
         if not gbnf_syntax:
@@ -147,7 +192,7 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
         rules[index] = f"{name} ::= {node(prefix)}"
         return name
 
-    return node(""), rules
+    return node(""), rules + [marked_rules[done] for done in sorted(marked_rules)]
 
 
 def _banned(shape: OutputShape) -> str:

@@ -60,7 +60,9 @@ def test_each_stage_sends_the_papers_format_as_llama_cpp_grammar(fake_llm):
     assert message_1.startswith('root ::= "STEP 1: " step "\\n" "STEP 2: "')
     assert '"STEP 4: " lead "<" message ">"' in message_1
     # (or one of the words the parser takes for no message, and then more: agents/grammars.py)
-    assert re.search(r"^message ::= \( \[\^[^\]]*\] \[\^[^\]]*\]\{0,127\} \| \[bB\] message1 ", message_1, re.M)
+    # (or a word character, and then a mark soon: a message is not a bare word like "<file_sep>")
+    assert re.search(r"^message ::= \( \[\^[^\]]*\] \[\^[^\]]*\]\{0,127\} \| \[[^\]]*\] marked1 \| \[bB\] message1 ",
+                     message_1, re.M)
     # message 2: its prompt asks no steps: free text, then the message
     assert message_2.startswith('root ::= lead "<" message ">"') and "STEP" not in message_2
     # the decision: the prompt's STEP 1-5, then the paper's sentence with A or B
@@ -274,13 +276,32 @@ def test_the_grammar_bars_what_the_parser_takes_for_no_message_in_any_case():
                    "message", "Message.", "your message", "br", "BR", "br/", "message'",
                    "The message you want to send.1.1.2.3.4.5", "br /", "BR/ ", "message /"):
         assert not re.fullmatch(pattern, f"Hi! <{echoed}>"), echoed
-    for message in ("The message you want", "the message you want to sell", "Then A", "t", "messages",
-                    "message to you", "bring", "b", "em"):
+    for message in ("The message you want", "the message you want to sell", "Then A", "t!", "messages!",
+                    "message to you", "bring it", "b.", "em?", "A.", "我们都选A", "OK, A"):
         assert re.fullmatch(pattern, f"Hi! <{message}>"), message
     # whatever the grammar allows, the parser takes for a message (short strings, three limits)
+    compiled = [re.compile(grammars.regex(shape, limit)) for limit in (3, 4, 128)]
     for length in range(1, 5):
         for letters in itertools.product("bBrm/ .e'sx", repeat=length):
             text = "".join(letters)
-            for limit in (3, 4, 128):
-                if re.fullmatch(grammars.regex(shape, limit), f"<{text}>"):
+            for limit, grammar in zip((3, 4, 128), compiled):
+                if grammar.fullmatch(f"<{text}>"):
                     assert grammar_message(f"<{text}>") is not None, (text, limit)
+
+
+def test_a_message_is_never_a_bare_word_as_chat_models_special_tokens_are():
+    # The grammar checks a token by its text: SmolLM2's one token "<file_sep>" satisfied "<" message
+    # ">" whole, and llama.cpp's server leaves special tokens out of the reply, which then ended
+    # with no message (a round of twenty clones: "STEP 4: To send your message in English." only).
+    for limit in (3, 40, 128):
+        pattern = grammars.regex(grammars.OutputShape("message", 0), limit)
+        for special in ("file_sep", "repo_name", "reponame", "think", "start_of_turn", "pad", "s", "A", "OK",
+                        "x" * (grammars.MAX_WORD_RUN + 1) + " and more"):
+            assert not re.fullmatch(pattern, f"Hi <{special}>"), (special, limit)
+        for message in ("A.", "OK!", "B,A", "我们都选A"[: limit], "x" * (grammars.MAX_WORD_RUN - 1) + "!"):
+            if len(message) <= limit:
+                assert re.fullmatch(pattern, f"Hi <{message}>"), (message, limit)
+    # the same language in GBNF: every marked rule named is defined
+    gbnf = grammars.gbnf(grammars.OutputShape("message", 4), 128)
+    defined = {line.split(" ::= ")[0] for line in gbnf.splitlines()}
+    assert set(re.findall(r"\b(marked\d+|message\d*)\b", gbnf)) <= defined | {"message"}
