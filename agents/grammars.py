@@ -105,6 +105,10 @@ _WORD = "A-Za-z0-9_"  # _WORD_CHARS as a character class's content
 MAX_WORD_RUN = 32
 
 
+def _bare(text: str) -> bool:
+    return all(c in _WORD_CHARS for c in text)
+
+
 def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
     """The message inside the brackets: 1 to ``chars`` characters, none of ``NOT_MESSAGES`` (in
     any case, with or without a final "." or quote), nothing beginning with ``PLACEHOLDER``, and
@@ -162,7 +166,7 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
         nexts = sorted({w[k] for w in NOT_MESSAGES if len(w) > k and w.startswith(prefix)
                         and (k or w[0] not in _FIRST_BARRED)})
         complete = prefix in NOT_MESSAGES
-        bare = all(c in _WORD_CHARS for c in prefix)
+        bare = _bare(prefix)
         excluded = (_FIRST if k == 0 else _MESSAGE) + (_STRIPPED_AT_END if complete else "")
         excluded += "".join(c.lower() + c.upper() if c.isalpha() else c for c in nexts)
         alternatives = leave(excluded, k + 1, bare)
@@ -173,8 +177,7 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
             alternatives.append(f"[{stripped}]" + sep + cls(_MESSAGE + _STRIPPED_AT_END + "/")
                                 + then_anything(rest - 1))
         for char in nexts:
-            if k + 1 > chars or (k + 1 == chars and (prefix + char in NOT_MESSAGES
-                                                     or all(c in _WORD_CHARS for c in prefix + char))):
+            if k + 1 > chars or (k + 1 == chars and (prefix + char in NOT_MESSAGES or _bare(prefix + char))):
                 continue  # no room, or it would end on a word or a bare word
             if prefix + char == PLACEHOLDER.lower():
                 continue  # nothing may begin with it: barred from ending there, SmolLM2 went on

@@ -301,6 +301,8 @@ def test_a_message_is_never_a_bare_word_as_chat_models_special_tokens_are():
         for message in ("A.", "OK!", "B,A", "我们都选A"[: limit], "x" * (grammars.MAX_WORD_RUN - 1) + "!"):
             if len(message) <= limit:
                 assert re.fullmatch(pattern, f"Hi <{message}>"), (message, limit)
+    # the word characters, spelt as characters and as a class, are one set
+    assert {chr(c) for c in range(128) if re.fullmatch(f"[{grammars._WORD}]", chr(c))} == set(grammars._WORD_CHARS)
     # the same language in GBNF: every marked rule named is defined
     gbnf = grammars.gbnf(grammars.OutputShape("message", 4), 128)
     defined = {line.split(" ::= ")[0] for line in gbnf.splitlines()}
