@@ -3,7 +3,8 @@
 Loaded into the measured server by the bench's settings when ``LAB_BENCH_SERVER_TRACE`` names a
 file (never by the project itself): every request that takes oTree's global lock is written as
 one CSV row (when it arrived, how long it waited for the lock, how long it held it, its path,
-the SQL statements it sent), every garbage collection of the oldest generation as a row of its
+the SQL statements it sent), every other hold of that lock (a websocket's connect, disconnect
+or message, the closed-tab watcher: kind 'socket', the holder in ``path``), every garbage collection of the oldest generation as a row of its
 own (its pause), and every half second each thread's CPU time so far. Together with the
 client's trace this tells a slow page load that queued behind others from one that was slow
 itself.
@@ -15,6 +16,7 @@ import atexit
 import contextvars
 import gc
 import os
+import sys
 import threading
 import time
 
@@ -22,6 +24,9 @@ _file = None
 _lock = threading.Lock()
 _gc_started = [0.0]
 _request: contextvars.ContextVar = contextvars.ContextVar("lab_bench_request")
+# A hold of the lock by anything but a page request (a websocket's connect or disconnect, the
+# closed-tab watcher): (who, acquired at), for a row of kind 'socket'.
+_other_hold: contextvars.ContextVar = contextvars.ContextVar("lab_bench_other_hold")
 
 
 def _write(*values) -> None:
@@ -130,15 +135,25 @@ def _time_the_lock() -> None:
     acquire, release = lock.acquire, lock.release
 
     async def timed_acquire():
+        arrived = time.time()
         await acquire()
         request = _request.get(None)
         if request is not None:
             request["acquired"] = time.time()
+        else:
+            _other_hold.set((_holder(), arrived, time.time()))
 
     def timed_release():
         release()
         request = _request.get(None)
-        if request is not None and "acquired" in request:
+        if request is None:
+            hold = _other_hold.get(None)
+            if hold is not None:
+                _other_hold.set(None)
+                who, arrived, acquired = hold
+                _write("socket", os.getpid(), f"{arrived:.4f}", f"{acquired - arrived:.4f}",
+                       f"{time.time() - acquired:.4f}", "", who, "", "", "", "")
+        elif "acquired" in request:
             _write("request", os.getpid(), f"{request['arrived']:.4f}",
                    f"{request['acquired'] - request['arrived']:.4f}", f"{time.time() - request['acquired']:.4f}",
                    request["method"], request["path"], f"{request.get('inner', 0):.4f}",
@@ -148,6 +163,19 @@ def _time_the_lock() -> None:
     lock.acquire, lock.release = timed_acquire, timed_release
     lock._lab_bench_timed = True
     _time_the_page_code()
+
+
+def _holder() -> str:
+    """Who takes the lock outside a page request: the first caller past the lock's own frames
+    (``Consumer.on_connect``, ``watch``)."""
+    frame = sys._getframe(2)
+    while frame is not None and (frame.f_code.co_filename.endswith(("locks.py", "server_trace.py"))
+                                 or frame.f_code.co_name in ("__aenter__", "timed_acquire")):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    owner = frame.f_locals.get("self")
+    return (f"{type(owner).__name__}." if owner is not None else "") + frame.f_code.co_name
 
 
 def _time_the_page_code() -> None:
