@@ -12,6 +12,8 @@ import time
 from types import SimpleNamespace
 
 from otree.api import Page, WaitPage
+from otree.database import db
+from sqlalchemy import bindparam
 
 import protocol
 from lab import baked_lookups, channels, matching, static_urls, timeout_worker  # noqa: F401  (patches at import)
@@ -20,7 +22,7 @@ from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts
 from lab.payoff_table import payoff_table_vars
 from lab.session_settings import forget_session_id, params, params_of
 from lab.online.config import is_online
-from lab.online.lobby import has_lobby, waits_per_group
+from lab.online.lobby import has_lobby, page_waits_per_group
 from lab.wait_for_all import MovesEveryoneOn
 
 
@@ -271,9 +273,12 @@ def session_keys(session) -> list:
 
 
 def players_of(participant, app_name: str) -> list:
-    """A participant's player rows in another app, by round."""
+    """A participant's player rows in another app, by round (through the compiled-query cache:
+    the payment reads both games' for each participant)."""
     Player = app_registry.player_model(app_name)
-    return list(Player.objects_filter(participant=participant).order_by("round_number"))
+    query = baked_lookups.bakery(lambda session: session.query(Player).filter(
+        Player.participant_id == bindparam("participant_id")).order_by(Player.round_number), Player)
+    return query(db._db).params(participant_id=participant.id).all()
 
 
 # --- The pages both games share ------------------------------------------------------------------
@@ -311,7 +316,7 @@ def shared_pages(app_module: str, game: str, *, choices, start_round, read_messa
 
         @property
         def wait_for_all_groups(self):
-            return not waits_per_group(self.session)  # online: the pair, or the human alone
+            return not page_waits_per_group(self)  # online: the pair, or the human alone
 
         @staticmethod
         def after_all_players_arrive(subsession=None, group=None):

@@ -38,6 +38,9 @@ class MovesEveryoneOn:
         with channels.ready_says(to=destination):
             super()._mark_completed_and_notify(group)
 
+    def _get_participants_for_this_waitpage(self, group_or_subsession):
+        return waiting_participants(self, group_or_subsession)
+
     def _tally_unvisited(self):
         """oTree's tally on every arrival (is this the last one, is anyone waiting), from two
         columns of each participant read once, where oTree reads every participant's whole row
@@ -52,6 +55,20 @@ class MovesEveryoneOn:
             return super()._tally_unvisited()
         someone_waiting = any(index == self._index_in_pages and waiting for index, waiting in positions)
         return False, someone_waiting
+
+
+def waiting_participants(page, group_or_subsession):
+    """oTree's ``_get_participants_for_this_waitpage`` (the participants of the page's group, or
+    of its subsession) through the compiled-query cache: a round start ran it three times, each
+    built and compiled anew (SQLAlchemy 1.3 compiles every ORM query)."""
+    from otree.models.participant import Participant
+
+    Player, per_subsession = page.PlayerClass, page.wait_for_all_groups
+    owner = Player.subsession_id if per_subsession else Player.group_id
+    query = bakery(lambda session: session.query(Participant)
+                   .join(Player, Player.participant_id == Participant.id), Player)
+    query += (lambda q: q.filter(owner == bindparam("owner_id")), Player, per_subsession)
+    return query(db._db).params(owner_id=group_or_subsession.id)
 
 
 def arrival_positions(page) -> list:

@@ -16,7 +16,7 @@ from lab import agent_pages, app_registry, exports, i18n, interventions, manifes
 from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
 from lab.online import exit as online_exit
 from lab.online.config import is_online
-from lab.online.lobby import waits_per_group
+from lab.online.lobby import page_waits_per_group, waits_per_group
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import GAME_APPS, params
 from lab.wait_for_all import MovesEveryoneOn
@@ -138,7 +138,7 @@ class AllFinished(MovesEveryoneOn, WaitPage):
 
     @property
     def wait_for_all_groups(self):
-        return not waits_per_group(self.session)  # online H-H: the cohort (lab/online/lobby.py)
+        return not page_waits_per_group(self)  # online H-H: the cohort (lab/online/lobby.py)
 
     @property
     def title_text(self):

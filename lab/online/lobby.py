@@ -48,6 +48,16 @@ def waits_per_group(session) -> bool:
     return online_config.is_online(session)
 
 
+def page_waits_per_group(page) -> bool:
+    """``waits_per_group`` for a wait page, from the server's note of each session's ``online``
+    (which never changes): oTree asks a page's ``wait_for_all_groups`` about nine times a
+    request, and each ``page.session`` after a commit mid-request was a query again (18 % of an
+    online round start's time in a profile)."""
+    from lab.online.dropouts import online_by_code  # it imports lab.game, which imports this
+
+    return online_by_code(page.participant._session_code)
+
+
 def poll(player) -> dict:
     """The lobby page's question every POLL_SECONDS: note the participant present, form a cohort
     if enough are, and answer whether this participant has one."""
