@@ -58,7 +58,7 @@ def is_online(session) -> bool:
     return settings(session)["online"]
 
 
-def online_by_code(session_code: str) -> bool:
+def _online_by_code(session_code: str) -> bool:
     found = _CONFIG.get(session_code)
     if found is not None:
         return found["online"]
@@ -202,7 +202,7 @@ def _install() -> None:
     original_is_displayed = FormPageOrInGameWaitPage._is_displayed
 
     def _is_displayed(self):
-        online_by_code(self.participant._session_code)  # noted for the closed-tab watcher (once per session)
+        _online_by_code(self.participant._session_code)  # noted for the closed-tab watcher (once per session)
         if seat_dropped(self.participant) and type(self).__name__ != EXIT_PAGE:
             # A round's start (online: per pair, lab/online/lobby.py) is no such wait: no turn runs
             # yet, and the partner arriving there must find the seat arrived, or wait for ever.
@@ -251,7 +251,7 @@ def _associate_kind(player):
 def count_timeout(page) -> None:
     """After a page's submission: count consecutive timed-out form pages; drop at the limit."""
     participant = page.participant
-    if not online_by_code(participant._session_code) or seat_dropped(participant):
+    if not _online_by_code(participant._session_code) or seat_dropped(participant):
         return
     timed_out = bool(page.timeout_happened)
     if not timed_out:

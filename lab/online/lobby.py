@@ -32,6 +32,7 @@ from lab.online import config as online_config
 
 PRESENCE_SECONDS = 10
 POLL_SECONDS = 2
+_WAITS_PER_GROUP: dict[str, bool] = {}  # session code -> waits_per_group, see page_waits_per_group
 
 
 cohort_size = online_config.cohort_size
@@ -49,13 +50,15 @@ def waits_per_group(session) -> bool:
 
 
 def page_waits_per_group(page) -> bool:
-    """``waits_per_group`` for a wait page, from the server's note of each session's ``online``
-    (which never changes): oTree asks a page's ``wait_for_all_groups`` about nine times a
-    request, and each ``page.session`` after a commit mid-request was a query again (18 % of an
-    online round start's time in a profile)."""
-    from lab.online.dropouts import online_by_code  # it imports lab.game, which imports this
-
-    return online_by_code(page.participant._session_code)
+    """``waits_per_group`` for a wait page, noted once per session code (a session's ``online``
+    never changes): oTree asks a page's ``wait_for_all_groups`` about nine times a request, and
+    each ``page.session`` after a commit mid-request was a query again (18 % of an online round
+    start's time in a profile)."""
+    code = page.participant._session_code
+    found = _WAITS_PER_GROUP.get(code)
+    if found is None:
+        found = _WAITS_PER_GROUP[code] = waits_per_group(page.session)
+    return found
 
 
 def poll(player) -> dict:

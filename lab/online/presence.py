@@ -75,7 +75,7 @@ def scan_sessions(now: float) -> None:
 
     _scanned_at = now
     for (code,) in dbq(Session).with_entities(Session.code):
-        if code not in _online_sessions and dropouts.online_by_code(code):
+        if code not in _online_sessions and dropouts._online_by_code(code):
             _online_sessions.add(code)
 
 
