@@ -24,7 +24,7 @@ import requests
 from lab import interventions
 from lab.data_package import UNDESCRIBED
 from tests.admin_client import ADMIN_PASSWORD, AUTH_ENV, AdminClient
-from tests.browser_participant import PAGE_RE, WAIT_PAGES, Script, answer, launch_browser, leave
+from tests.browser_participant import PAGE_RE, WAIT_PAGES, Script, answer, arrive, launch_browser, leave
 from tests.test_data_package import _resource, _unzip, _validate
 
 HOSTILE = "<script>window.__labPwned = 1</script><b>Please</b> raise your hand & wait"
@@ -176,7 +176,7 @@ def test_dashboard_actions_reach_the_participants_page_and_are_recorded(lab_serv
             dialogs = await dashboard.on_participant("advance", participant)
             assert len(dialogs) == 1 and dialogs[0][0] == "confirm"
             assert participant in dialogs[0][1] and "Advance" in dialogs[0][1] and "Message1" in dialogs[0][1]
-            await player.wait_for_url(lambda url: "/Message1/" not in url, timeout=15000)
+            await arrive(player, lambda url: "/Message1/" not in url, 15)
 
             # Pause on a timed page: held past its deadline; resume gives the time that was left.
             await go_to(player, "Message2", script)
@@ -208,7 +208,7 @@ def test_dashboard_actions_reach_the_participants_page_and_are_recorded(lab_serv
             await go_to(player, "Decision", script)
             await dashboard.shows(participant, "Decision")
             await dashboard.on_participant("advance", participant)
-            await player.wait_for_url(lambda url: "/Decision/" not in url, timeout=15000)
+            await arrive(player, lambda url: "/Decision/" not in url, 15)
             assert not errors, errors
             await browser.close()
 

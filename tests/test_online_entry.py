@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from tests.admin_client import AUTH_ENV, AdminClient
-from tests.browser_participant import QUIZ_ANSWERS, Script, intercept_prolific, launch_browser, play
+from tests.browser_participant import QUIZ_ANSWERS, Script, arrive, intercept_prolific, launch_browser, play
 from tests.lab_server import PYTHON, lab_env
 
 CODES = dict(completed="C0MPL3TE", screened_out="SCR33N", lobby_timeout="L0BBY", partner_dropped="PDR0P",
@@ -61,9 +61,9 @@ async def _session_run(server, session: dict) -> dict:
         await page_b.goto(study_link(session, PID_B, SUBMISSION_B))
         seen["b_welcome_timer"] = await page_b.locator(".otree-timer").count()
         await page_b.click(".otree-btn-next")  # Welcome
-        await page_b.wait_for_url(re.compile(r"/Rules/"))
+        await arrive(page_b, re.compile(r"/Rules/"), 60)
         await page_b.click(".otree-btn-next")
-        await page_b.wait_for_url(re.compile(r"/Quiz/"))
+        await arrive(page_b, re.compile(r"/Quiz/"), 60)
         for name, value in QUIZ_ANSWERS.items():  # first attempt: one wrong answer
             await page_b.check(f"input[name={name}][value='{ {'quiz_AA': '10'}.get(name, value) }']")
         await page_b.click(".otree-btn-next")
