@@ -12,7 +12,10 @@ A participant label is stored, shown in the admin and the exports, and finds its
 again (``/join/``, a room without a label file): a label with any control character (C0, DEL,
 C1; NUL among them) is refused with a message saying so, in the lab's language. It is not
 cleaned instead: the cleaned label could be another participant's, whose place it would take.
-(What participants type in forms is cleaned, not refused: lab/text.py.)
+(What participants type in forms is cleaned, not refused: lab/text.py.) oTree's REST call that
+takes a label in its JSON body (``POST /api/participant_vars``: a script's data for a participant
+before they arrive) is held to the same rule: it looked a NUL up and answered 500 on PostgreSQL.
+A REST call whose body is not JSON is refused too (oTree answered it with a 500).
 """
 
 from __future__ import annotations
@@ -22,6 +25,17 @@ from typing import Optional
 
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 NUL_REFUSED = "This address contains a NUL character (%00), which no address of this lab can contain."
+REST_PREFIX = "/api/"
+LABEL_IN_BODY_PATHS = ("/api/participant_vars",)  # oTree's REST call with participant_label in its body
+MAX_CHECKED_BODY_BYTES = 1_000_000  # a larger body goes to oTree unread (its label is not looked at)
+
+
+def _label_refused() -> str:
+    from otree import settings
+
+    from lab import i18n
+
+    return i18n.text(i18n.lab_language(settings.LANGUAGE_CODE), "room_label_invalid")
 
 
 def refusal(scope: dict) -> Optional[str]:
@@ -34,14 +48,72 @@ def refusal(scope: dict) -> Optional[str]:
     query = QueryParams(raw_query)  # decoded as oTree's request decodes it
     label = query.get("participant_label")
     if label is not None and CONTROL_CHARACTERS.search(label):
-        from otree import settings
-
-        from lab import i18n
-
-        return i18n.text(i18n.lab_language(settings.LANGUAGE_CODE), "room_label_invalid")
+        return _label_refused()
     if "\x00" in scope.get("path", "") or any("\x00" in key + value for key, value in query.multi_items()):
         return NUL_REFUSED
     return None
+
+
+def body_refusal(scope: dict, body: bytes) -> Optional[str]:
+    """Why this REST request's body is refused (the message), or None. oTree parses it as JSON
+    and answered anything else with a 500 and its traceback; the REST call that looks a
+    participant label up holds the label to the rule above."""
+    import json
+
+    if not body:
+        return None  # oTree takes no body as {}
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as error:
+        return f"The request's body is not JSON ({error}); oTree's REST API takes a JSON object."
+    if not isinstance(data, dict):
+        return "The request's body is not a JSON object; oTree's REST API takes one."
+    path = scope.get("path", "")
+    if path.startswith("/api/participant_vars"):
+        # Looked up or updated with the value as it came: a number for a label, or a list for
+        # the vars, answered 500.
+        for key, kind, name in (("room_name", str, "text"), ("participant_label", str, "text"),
+                                ("vars", dict, "a JSON object")):
+            if key in data and not isinstance(data[key], kind):
+                return f"'{key}' must be {name}."
+    label = data.get("participant_label")
+    if path in LABEL_IN_BODY_PATHS and isinstance(label, str) and CONTROL_CHARACTERS.search(label):
+        return _label_refused()
+    return None
+
+
+def _reads_body(scope: dict) -> bool:
+    """A call of oTree's REST API that may carry a body."""
+    if scope["type"] != "http" or not scope.get("path", "").startswith(REST_PREFIX):
+        return False
+    headers = dict(scope.get("headers") or [])
+    return scope.get("method") == "POST" or b"content-length" in headers or b"transfer-encoding" in headers
+
+
+async def _read_body(receive) -> tuple[bytes, list]:
+    """The request's body and the messages it came in (to hand oTree the same), up to
+    MAX_CHECKED_BODY_BYTES; past that the body returned is empty (not checked)."""
+    messages, size = [], 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":  # the client left
+            return b"", messages
+        size += len(message.get("body", b""))
+        if size > MAX_CHECKED_BODY_BYTES:
+            return b"", messages
+        if not message.get("more_body", False):
+            return b"".join(m.get("body", b"") for m in messages), messages
+
+
+def _replaying(messages: list, receive):
+    """A receive() that gives ``messages`` again, then the client's own."""
+    pending = list(messages)
+
+    async def replay():
+        return pending.pop(0) if pending else await receive()
+
+    return replay
 
 
 def install() -> None:
@@ -54,7 +126,12 @@ def install() -> None:
     original_call = Starlette.__call__
 
     async def __call__(self, scope, receive, send):
-        reason = refusal(scope) if scope["type"] in ("http", "websocket") and _is_otree_app(self) else None
+        ours = scope["type"] in ("http", "websocket") and _is_otree_app(self)
+        reason = refusal(scope) if ours else None
+        if reason is None and ours and _reads_body(scope):
+            body, messages = await _read_body(receive)
+            reason = body_refusal(scope, body)
+            receive = _replaying(messages, receive)
         if reason is None:
             return await original_call(self, scope, receive, send)
         if scope["type"] == "websocket":

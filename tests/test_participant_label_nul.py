@@ -87,3 +87,38 @@ def test_what_the_guard_refuses():
     assert refusal(scope("/room/lab", b"participant_label=%E5%BC%A0+%E4%B8%89%20x&welcome_page_ok=1")) is None
     assert refusal(scope("/p/abc/instructions/Welcome/1")) is None
     assert refusal(scope("/api/export_wide", b"session_code=abc")) is None
+
+
+@pytest.mark.server
+def test_rest_participant_vars_refuses_a_label_with_control_characters(lab_server, database_url):
+    """oTree's ``POST /api/participant_vars`` (room and label in a JSON body: a recruiting
+    script's data for a participant before they arrive) looked the label up and answered 500 on
+    PostgreSQL for a NUL in it. A label with a control character is refused as in an address
+    (400, the same message), and nothing is stored; an ordinary label's data is kept."""
+    server = lab_server(database_url, OTREE_LANGUAGE_CODE="en")
+    url = f"{server.base_url}/api/participant_vars"
+    for label in ("lab\x00el", "lab\x1bel", "lab\nel", "lab\x85el"):
+        refused = requests.post(url, json=dict(room_name="lab", participant_label=label, vars=dict(age=30)), timeout=30)
+        assert refused.status_code == 400 and refused.text == LABEL_REFUSED, (label, refused.status_code,
+                                                                              refused.text[:500])
+    # A body that is not JSON: a 400 saying so (oTree answered 500), on every REST call.
+    for path in ("/api/participant_vars", "/api/sessions", "/api/participant_vars/abc"):
+        for body in (b"\x00{", b"room_name=lab", "{'a': 1}".encode(), b"\xff\xfe"):
+            refused = requests.post(server.base_url + path, data=body, timeout=30)
+            assert refused.status_code == 400 and refused.text.startswith("The request's body is not JSON"), (
+                path, body, refused.status_code, refused.text[:300])
+    # A body that is JSON but not an object, a label or room that is not text, vars that are not an
+    # object: a 400 saying which (oTree answered the label and the vars with a 500).
+    for path, body, message in (
+            ("/api/participant_vars", [1, 2], "The request's body is not a JSON object"),
+            ("/api/participant_vars", dict(room_name="lab", participant_label=7, vars={}), "'participant_label' must be text"),
+            ("/api/participant_vars", dict(room_name=["lab"], participant_label="a", vars={}), "'room_name' must be text"),
+            ("/api/participant_vars", dict(room_name="lab", participant_label="a", vars=[1]), "'vars' must be a JSON object"),
+            ("/api/participant_vars/abc", dict(vars="x"), "'vars' must be a JSON object")):
+        refused = requests.post(server.base_url + path, json=body, timeout=30)
+        assert refused.status_code == 400 and refused.text.startswith(message), (path, body, refused.status_code,
+                                                                                 refused.text[:300])
+    kept = requests.post(url, json=dict(room_name="lab", participant_label="cubicle-07",
+                                        vars=dict(note="张三 \x00 kept as sent")), timeout=30)
+    assert kept.status_code == 200, kept.text[:500]  # oTree had the whole body (else a 403: missing arguments)
+    assert "Traceback" not in server.log()
