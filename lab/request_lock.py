@@ -13,8 +13,7 @@ form still in flight is not awaited under the lock), then the lock is taken and 
 as before; when the page starts its response (``http.response.start``) the transaction is
 committed (rolled back on a 5xx or when no response came) and the lock released, before the
 client is sent anything, as in oTree. A streamed body (an export) is sent after the release, as
-in oTree. A REST session creation on PostgreSQL runs without the lock (lab/session_creation.py).
-``PerfMiddleware``'s one job, a timing line on Heroku (``X-Request-ID``), is kept.
+in oTree. ``PerfMiddleware``'s one job, a timing line on Heroku (``X-Request-ID``), is kept.
 """
 
 from __future__ import annotations
@@ -38,11 +37,8 @@ class CommitTransaction:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        from lab.session_creation import creates_off_the_lock
-
         path = scope["path"]
-        unlocked = any(path.startswith(p) for p in middleware._get_paths_without_lock()) or creates_off_the_lock(scope)
-        lock = None if unlocked else middleware.lock2
+        lock = None if any(path.startswith(p) for p in middleware._get_paths_without_lock()) else middleware.lock2
         if lock is not None:
             receive = await _read_body_first(receive)
             await lock.acquire()

@@ -15,19 +15,10 @@ attempt wrote is rolled back and the session deleted as oTree's own "delete sess
 refers to the session or to those rows with ON DELETE CASCADE), and a refusal is raised as
 ``SessionRefused``, a ``CreateSessionInvalidArgs``: REST answers 400 with the message as plain
 text, and the admin's create-session form shows "Failed to create session: <message>" as before.
-
-oTree ran a REST creation on the server's event loop under its global lock: every page of the
-sessions already running, and on the loop every socket, waited for it (25 s for 300 participants;
-an agent session's model check, several model calls, inside it). On PostgreSQL it now runs as the
-admin's create-session page runs it: in a worker thread with its own database session, without
-the lock (``creates_off_the_lock``; lab/request_lock.py leaves the lock out for it). SQLite keeps
-oTree's way: its one connection is shared by the whole server.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import threading
 
 from otree.session import CreateSessionInvalidArgs
@@ -76,43 +67,11 @@ def install() -> None:
             response.headers["content-type"] = "text/plain; charset=utf-8"  # oTree sends the message untyped
         return response
 
-    original_dispatch = otree.views.rest.RESTSessions.dispatch
-
-    async def dispatch(self):
-        if not creates_off_the_lock(self.scope):
-            return await original_dispatch(self)
-        from otree.database import session_scope
-        from starlette.requests import Request
-
-        # oTree's BaseRESTView.dispatch, with the view's work (key check, creation, answer) in a
-        # worker thread that has a database session of its own.
-        request = self.request = Request(self.scope, receive=self.receive)
-        body = await request.body()
-        self._payload = json.loads(body) if body else {}  # JSON: lab/request_guard.py checked it
-
-        def create_in_thread():
-            with session_scope():
-                return self.inner_dispatch(request)
-
-        response = await asyncio.get_running_loop().run_in_executor(None, create_in_thread)
-        await response(self.scope, self.receive, self.send)
-
     create_session._lab_leaves_nothing = True
     otree.session.run_creating_session_functions = run_creating_session_functions
     otree.session.create_session = create_session
     otree.views.rest.create_session = create_session  # REST imported the name
     otree.views.rest.RESTSessions.post = rest_post
-    otree.views.rest.RESTSessions.dispatch = dispatch
-
-
-def creates_off_the_lock(scope: dict) -> bool:
-    """A REST creation (``POST /api/sessions``) on PostgreSQL: run in a worker thread, without
-    oTree's global lock."""
-    if scope.get("type") != "http" or scope.get("method") != "POST" or scope.get("path") != "/api/sessions":
-        return False
-    from otree.database import engine
-
-    return engine.dialect.name == "postgresql"
 
 
 def remove_session(session_id: int) -> None:
