@@ -15,6 +15,15 @@ attempt wrote is rolled back and the session deleted as oTree's own "delete sess
 refers to the session or to those rows with ON DELETE CASCADE), and a refusal is raised as
 ``SessionRefused``, a ``CreateSessionInvalidArgs``: REST answers 400 with the message as plain
 text, and the admin's create-session form shows "Failed to create session: <message>" as before.
+
+oTree's server has one database connection (``StaticPool``, PostgreSQL too), kept to one
+transaction at a time by its global lock (``otree.middleware.lock2``). Its admin page creates a
+session in a worker thread without the lock (``BaseCreateSession.lock`` is a no-op), so the
+creation's transaction and every page request's, socket's and the closed-tab watcher's ran on the
+one connection at once, committing or rolling back each other's work half-way: an online H-H
+session came out with players in no group, or failed with a foreign-key error. Here the admin's
+creation holds the lock, as oTree's REST creation does (tests/test_admin_create_session_shares_
+the_connection.py); the creation page still shows its progress, page requests wait meanwhile.
 """
 
 from __future__ import annotations
@@ -66,6 +75,11 @@ def install() -> None:
         if response.status_code == 400 and "content-type" not in response.headers:
             response.headers["content-type"] = "text/plain; charset=utf-8"  # oTree sends the message untyped
         return response
+
+    from otree.channels.consumers import BaseCreateSession
+    from otree.middleware import lock2
+
+    BaseCreateSession.lock = lock2  # the one connection: one transaction at a time (see above)
 
     create_session._lab_leaves_nothing = True
     otree.session.run_creating_session_functions = run_creating_session_functions
