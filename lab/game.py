@@ -243,13 +243,17 @@ def result_vars(player, game: str) -> dict:
 
 
 def decision_row(player, game: str) -> list:
-    """The decisions table row of a human (DATA.md)."""
+    """The decisions table row of a human (DATA.md). Exported mid-round (the associate has not
+    decided yet), the associate's choice and both payoffs are empty."""
     p = params_of(player)
+    associate_choice = player.field_maybe_none("associate_choice")
+    settled = associate_choice is not None
     return [
         *session_keys(player.session), game, p.game_index(game), player.round_number,
         player.participant.code, "human", "", player.associate_code, player.associate_kind,
-        conversation_id(player, game), player.choice, csv_bool(player.choice_timed_out), player.associate_choice,
-        int(player.payoff), player.associate_payoff, player.decided_at,
+        conversation_id(player, game), player.choice, csv_bool(player.choice_timed_out), associate_choice,
+        int(player.payoff) if settled else None, player.field_maybe_none("associate_payoff") if settled else None,
+        player.decided_at,
         "False", csv_bool(dropout_rule(player) == "stand_in"), dropout_rule(player),
     ]
 

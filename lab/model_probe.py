@@ -81,3 +81,6 @@ def install_test_model_route(router) -> None:
         return
     router.routes.insert(0, Route(TEST_MODEL_PATH + "{code}", test_model_endpoint, methods=["POST"]))
     middleware._get_paths_without_lock().add(TEST_MODEL_PATH)  # a set of path prefixes
+    from lab.request_lock import PATHS_WITHOUT_DATABASE
+
+    PATHS_WITHOUT_DATABASE.add(TEST_MODEL_PATH)  # what lab/request_lock.py reads
