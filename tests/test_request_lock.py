@@ -1,7 +1,8 @@
 """oTree's per-request transaction as plain ASGI middleware (lab/request_lock.py): the server's
 app uses it, a page's transaction is committed before the client sees its response, a 5xx or an
 exception rolls back, the global lock is always released, the request's body is read before the
-lock is taken, and oTree's lock-free paths (exports) do not take it."""
+lock is taken, oTree's exports take it (they read the server's one connection: see
+tests/test_exports_during_play.py), and only a path that never touches the database goes without."""
 
 import json
 import subprocess
@@ -15,7 +16,8 @@ setup()
 import otree.asgi
 from otree import middleware
 from otree.database import db
-from lab.request_lock import CommitTransaction
+from lab.request_lock import PATHS_WITHOUT_DATABASE, CommitTransaction
+PATHS_WITHOUT_DATABASE.add("/no-database/")
 
 result = {}
 stack, layers = otree.asgi.app.middleware_stack, []
@@ -50,7 +52,8 @@ async def request(app, path):
 
 export_path = sorted(middleware._get_paths_without_lock())[0]
 for name, app, path in [("ok", page(), "/p/x/"), ("error", page(status=500), "/p/x/"),
-                        ("exception", page(fail=True), "/p/x/"), ("export", page(), export_path)]:
+                        ("exception", page(fail=True), "/p/x/"), ("export", page(), export_path),
+                        ("no database", page(), "/no-database/x")]:
     events.clear()
     asyncio.run(request(app, path))
     result[name] = events[:] + [("lock held after", middleware.lock2.locked())]
@@ -76,6 +79,8 @@ def test_commit_before_response_and_lock_always_released(project_copy, database_
                                  ["lock held after", False]]
     assert as_lists["exception"] == [["receive", False], ["page", True], ["rollback", True],
                                      ["raised", "page failed"], ["lock held after", False]]
-    # oTree's exports run without the lock (VIEWS_WITHOUT_LOCK) and still commit
-    assert as_lists["export"] == [["page", False], ["commit", False], ["http.response.start", False],
-                                  ["http.response.body", False], ["lock held after", False]]
+    # oTree's exports (VIEWS_WITHOUT_LOCK) run under the lock as pages do
+    assert as_lists["export"] == as_lists["ok"]
+    # a path that never touches the database runs without it and still commits
+    assert as_lists["no database"] == [["page", False], ["commit", False], ["http.response.start", False],
+                                       ["http.response.body", False], ["lock held after", False]]
