@@ -252,7 +252,7 @@ def decision_row(player, game: str) -> list:
         *session_keys(player.session), game, p.game_index(game), player.round_number,
         player.participant.code, "human", "", player.associate_code, player.associate_kind,
         conversation_id(player, game), player.choice, csv_bool(player.choice_timed_out), associate_choice,
-        int(player.payoff) if settled else None, player.field_maybe_none("associate_payoff") if settled else None,
+        int(player.payoff) if settled else None, player.associate_payoff if settled else None,
         player.decided_at,
         "False", csv_bool(dropout_rule(player) == "stand_in"), dropout_rule(player),
     ]

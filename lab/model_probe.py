@@ -75,12 +75,9 @@ def install_test_model_route(router) -> None:
     """Called at server start (lab/agent_runtime/startup.py): the route, outside oTree's lock."""
     from starlette.routing import Route
 
-    from otree import middleware
+    from lab.request_lock import PATHS_WITHOUT_DATABASE
 
     if any(getattr(route, "path", None) == TEST_MODEL_PATH + "{code}" for route in router.routes):
         return
     router.routes.insert(0, Route(TEST_MODEL_PATH + "{code}", test_model_endpoint, methods=["POST"]))
-    middleware._get_paths_without_lock().add(TEST_MODEL_PATH)  # a set of path prefixes
-    from lab.request_lock import PATHS_WITHOUT_DATABASE
-
-    PATHS_WITHOUT_DATABASE.add(TEST_MODEL_PATH)  # what lab/request_lock.py reads
+    PATHS_WITHOUT_DATABASE.add(TEST_MODEL_PATH)  # run without oTree's lock (lab/request_lock.py)

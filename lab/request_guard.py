@@ -27,7 +27,6 @@ CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 NUL_REFUSED = "This address contains a NUL character (%00), which no address of this lab can contain."
 REST_PREFIX = "/api/"
 LABEL_IN_BODY_PATHS = ("/api/participant_vars",)  # oTree's REST call with participant_label in its body
-MAX_CHECKED_BODY_BYTES = 1_000_000  # a larger body goes to oTree unread (its label is not looked at)
 
 
 def _label_refused() -> str:
@@ -90,32 +89,6 @@ def _reads_body(scope: dict) -> bool:
     return scope.get("method") == "POST" or b"content-length" in headers or b"transfer-encoding" in headers
 
 
-async def _read_body(receive) -> tuple[bytes, list]:
-    """The request's body and the messages it came in (to hand oTree the same), up to
-    MAX_CHECKED_BODY_BYTES; past that the body returned is empty (not checked)."""
-    messages, size = [], 0
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":  # the client left
-            return b"", messages
-        size += len(message.get("body", b""))
-        if size > MAX_CHECKED_BODY_BYTES:
-            return b"", messages
-        if not message.get("more_body", False):
-            return b"".join(m.get("body", b"") for m in messages), messages
-
-
-def _replaying(messages: list, receive):
-    """A receive() that gives ``messages`` again, then the client's own."""
-    pending = list(messages)
-
-    async def replay():
-        return pending.pop(0) if pending else await receive()
-
-    return replay
-
-
 def install() -> None:
     """Put the guard in front of oTree's app (its class is built where apps cannot reach it
     before it is made, so Starlette's entry point is wrapped for it alone); idempotent."""
@@ -129,9 +102,10 @@ def install() -> None:
         ours = scope["type"] in ("http", "websocket") and _is_otree_app(self)
         reason = refusal(scope) if ours else None
         if reason is None and ours and _reads_body(scope):
-            body, messages = await _read_body(receive)
+            from lab.request_lock import read_body_first
+
+            body, receive = await read_body_first(receive)
             reason = body_refusal(scope, body)
-            receive = _replaying(messages, receive)
         if reason is None:
             return await original_call(self, scope, receive, send)
         if scope["type"] == "websocket":

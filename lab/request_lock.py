@@ -53,7 +53,7 @@ class CommitTransaction:
         path = scope["path"]
         lock = None if any(path.startswith(p) for p in PATHS_WITHOUT_DATABASE) else middleware.lock2
         if lock is not None:
-            receive = await _read_body_first(receive)
+            _, receive = await read_body_first(receive)
             await lock.acquire()
         open_ = [True]
 
@@ -83,21 +83,24 @@ class CommitTransaction:
             end_transaction(None)  # no response started (an exception): roll back, release
 
 
-async def _read_body_first(receive):
-    """The request's body read before the lock is taken: a form's body still in flight would
-    otherwise be awaited under the lock, and every wait hands the loop to the other sockets. The
-    app gets the same messages from the returned ``receive``, then the live one (a disconnect)."""
+async def read_body_first(receive):
+    """The request's body, and a ``receive`` that gives the app the same messages again, then the
+    live one (a disconnect). Read before the lock is taken: a form's body still in flight would
+    otherwise be awaited under the lock, and every wait hands the loop to the other sockets.
+    (lab/request_guard.py reads a REST call's body the same way, to check it.)"""
     read = []
     while True:
         message = await receive()
         read.append(message)
         if message["type"] != "http.request" or not message.get("more_body", False):
             break
+    body = b"".join(m.get("body", b"") for m in read if m["type"] == "http.request")
+    pending = list(read)
 
     async def replay():
-        return read.pop(0) if read else await receive()
+        return pending.pop(0) if pending else await receive()
 
-    return replay
+    return body, replay
 
 
 class PerfLog:
