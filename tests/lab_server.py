@@ -121,6 +121,22 @@ class LabServer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def query(self, sql: str) -> list[tuple]:
+        """The rows of one SELECT, straight from the server's database (PostgreSQL or its SQLite)."""
+        if self.database_url:
+            import psycopg2
+
+            with psycopg2.connect(self.database_url) as connection, connection.cursor() as cursor:
+                cursor.execute(sql)
+                return cursor.fetchall()
+        import sqlite3
+
+        connection = sqlite3.connect(self.workdir / "db.sqlite3")
+        try:
+            return connection.execute(sql).fetchall()
+        finally:
+            connection.close()
+
     # --- oTree's REST API -----------------------------------------------------------
     def rest_headers(self) -> dict:
         """With OTREE_AUTH_LEVEL set, oTree's REST API wants the key of OTREE_REST_KEY."""

@@ -38,19 +38,7 @@ def players_out_of_place(server, session_code: str) -> dict:
         + (" OR id_in_group <> 1 OR group_id IN (SELECT group_id FROM {0}_player GROUP BY group_id "
            "HAVING COUNT(*) > 1)".format(app) if app in SINGLES else "") + ")" for app in APPS)
     sql += f" UNION ALL SELECT 'players', COUNT(*) FROM payment_player WHERE session_id = {session}"
-    if server.database_url:
-        import psycopg2
-
-        with psycopg2.connect(server.database_url) as connection, connection.cursor() as cursor:
-            cursor.execute(sql)
-            return {table: count for table, count in cursor.fetchall() if count}
-    import sqlite3
-
-    connection = sqlite3.connect(server.workdir / "db.sqlite3")
-    try:
-        return {table: count for table, count in connection.execute(sql).fetchall() if count}
-    finally:
-        connection.close()
+    return {table: count for table, count in server.query(sql) if count}
 
 
 @pytest.mark.server

@@ -24,20 +24,7 @@ TABLES = ["otree_session", "otree_participant", "instructions_player", "instruct
 
 def row_counts(server) -> dict:
     """Rows of every table a session's creation writes, straight from the server's database."""
-    sql = " UNION ALL ".join(f"SELECT '{table}', COUNT(*) FROM {table}" for table in TABLES)
-    if server.database_url:
-        import psycopg2
-
-        with psycopg2.connect(server.database_url) as connection, connection.cursor() as cursor:
-            cursor.execute(sql)
-            return dict(cursor.fetchall())
-    import sqlite3
-
-    connection = sqlite3.connect(server.workdir / "db.sqlite3")
-    try:
-        return dict(connection.execute(sql).fetchall())
-    finally:
-        connection.close()
+    return dict(server.query(" UNION ALL ".join(f"SELECT '{table}', COUNT(*) FROM {table}" for table in TABLES)))
 
 
 def nothing_left(server) -> None:
