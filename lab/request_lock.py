@@ -22,8 +22,8 @@ connection, its reset (a ROLLBACK) undid the writes a page request had flushed a
 committed. Measured: 16 participants playing while two clients downloaded the custom exports
 in a loop, on PostgreSQL: a pair's decisions lost, their Result page a 500 from then on
 (tests/test_exports_during_play.py). Here only the paths that never touch the database
-(``PATHS_WITHOUT_DATABASE``: the agents' model test) go without the lock; an export waits for
-the pages and they for it.
+(``PATHS_WITHOUT_DATABASE``: static files, the agents' model test) go without the lock; an export
+waits for the pages and they for it.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ import logging
 import time
 
 perf_logger = logging.getLogger("otree.perf")
-# Path prefixes of requests that never read or write the database (lab/model_probe.py adds its
-# route): the only ones that run without oTree's lock.
-PATHS_WITHOUT_DATABASE: set[str] = set()
+# Path prefixes of requests that never read or write the database: the only ones that run without
+# oTree's lock. oTree's static files (a browser asks for several with every page it loads; oTree
+# serves them under the lock) and lab/model_probe.py's route, which adds itself.
+PATHS_WITHOUT_DATABASE: set[str] = {"/static/", "/favicon.ico"}
 
 
 class CommitTransaction:

@@ -2,7 +2,8 @@
 app uses it, a page's transaction is committed before the client sees its response, a 5xx or an
 exception rolls back, the global lock is always released, the request's body is read before the
 lock is taken, oTree's exports take it (they read the server's one connection: see
-tests/test_exports_during_play.py), and only a path that never touches the database goes without."""
+tests/test_exports_during_play.py), and only a path that never touches the database (static
+files among them) goes without."""
 
 import json
 import subprocess
@@ -53,7 +54,8 @@ async def request(app, path):
 export_path = sorted(middleware._get_paths_without_lock())[0]
 for name, app, path in [("ok", page(), "/p/x/"), ("error", page(status=500), "/p/x/"),
                         ("exception", page(fail=True), "/p/x/"), ("export", page(), export_path),
-                        ("no database", page(), "/no-database/x")]:
+                        ("no database", page(), "/no-database/x"),
+                        ("static file", page(), "/static/otree/js/jquery-3.6.0.min.js")]:
     events.clear()
     asyncio.run(request(app, path))
     result[name] = events[:] + [("lock held after", middleware.lock2.locked())]
@@ -84,3 +86,5 @@ def test_commit_before_response_and_lock_always_released(project_copy, database_
     # a path that never touches the database runs without it and still commits
     assert as_lists["no database"] == [["page", False], ["commit", False], ["http.response.start", False],
                                        ["http.response.body", False], ["lock held after", False]]
+    # static files (several with every page a browser loads) never wait for the pages' lock
+    assert as_lists["static file"] == as_lists["no database"]
