@@ -6,7 +6,9 @@ of pages, wait pages included. They must be the same.
 
 The timing is arranged so that the waits happen in both sessions: participant 1 is fast and
 waits for every associate stage (the slow human partner in H-H, the slow model in H-F);
-participant 2 is slower than every associate and never waits for one. The wait pages' texts
+participant 2 is slower than every associate and never waits for one (slow on the pages where an
+associate acts, and a little slower than participant 1 on the others, so that participant 1
+also reaches every round start and the final wait first). The wait pages' texts
 are compared too, their countdown digits masked.
 """
 
@@ -20,7 +22,10 @@ from tests.browser_participant import WAIT_PAGES, answer, launch_browser, leave
 LIMITS = dict(rounds_per_game=1, language="en", message_1_seconds=25, read_1_seconds=20, message_2_seconds=25,
               read_2_seconds=20, decision_seconds=20, result_seconds=20)
 AGENT_SECONDS = 2.5  # the model's latency in the H-F session
-SLOW_SECONDS = 4.0  # participant 2 thinks this long on every page, in both sessions
+SLOW_SECONDS = 4.0  # participant 2 thinks this long on the stages where an associate acts, in both sessions
+STAGE_PAGES = ("Message1", "Message2", "Decision")
+FAST_SECONDS = 0.2  # participant 1 on every page
+LESS_FAST_SECONDS = 1.0  # participant 2 on the other pages
 PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/(?P<index>\d+)")
 
 # Everything a participant can see of a page, without texts (they hold the messages): the tree
@@ -38,8 +43,9 @@ SNAPSHOT_JS = """() => {
 }"""
 
 
-async def _play(page, start_url: str, think: float, messages: dict, seen: list, timeout: float = 240):
-    """Play to the payment page, typing with the keyboard; record a snapshot of every page."""
+async def _play(page, start_url: str, think: dict, messages: dict, seen: list, timeout: float = 240):
+    """Play to the payment page, typing with the keyboard; record a snapshot of every page.
+    ``think``: seconds on a stage page ('stage') and on any other page ('other')."""
     await page.goto(start_url)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -58,7 +64,7 @@ async def _play(page, start_url: str, think: float, messages: dict, seen: list, 
         if name in WAIT_PAGES:
             await leave(page, url_before, timeout)
             continue
-        await page.wait_for_timeout(think * 1000)
+        await page.wait_for_timeout(think["stage" if name in STAGE_PAGES else "other"] * 1000)
         if name in ("Message1", "Message2"):
             await page.locator("textarea[name^=message_]").click()
             await page.keyboard.type(messages[int(name[-1])])
@@ -88,8 +94,10 @@ def _play_session(server, config: str, **fields) -> list[list[dict]]:
             browser = await launch_browser(playwright)
             pages = [await (await browser.new_context()).new_page() for _ in codes]
             await asyncio.gather(
-                _play(pages[0], server.start_url(codes[0]), 0.2, {1: "Hi, A?", 2: "A then"}, seen[0]),
-                _play(pages[1], server.start_url(codes[1]), SLOW_SECONDS, {1: "Hello", 2: "ok"}, seen[1]),
+                _play(pages[0], server.start_url(codes[0]), dict(stage=FAST_SECONDS, other=FAST_SECONDS),
+                      {1: "Hi, A?", 2: "A then"}, seen[0]),
+                _play(pages[1], server.start_url(codes[1]), dict(stage=SLOW_SECONDS, other=LESS_FAST_SECONDS),
+                      {1: "Hello", 2: "ok"}, seen[1]),
             )
             await browser.close()
 
