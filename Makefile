@@ -75,7 +75,7 @@ run: $(STAMP)
 test-setup: $(STAMP) chromium $(LLM_STAMP) $(FRICTIONLESS_STAMP)
 
 test:
-	$(MAKE) --no-print-directory -j4 test-setup
+	$(MAKE) --no-print-directory -j4 --output-sync=target test-setup
 	$(BIN)/python -m pytest -n 2
 
 # The quick part of the suite: no servers, no browser.
