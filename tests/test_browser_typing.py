@@ -10,7 +10,6 @@ import pytest
 from lab.text import text_length
 from tests.browser_participant import launch_browser
 from tests.http_participant import HttpParticipant
-from tests.test_typed_text_and_deadlines import query
 
 MAX_CHARS = 30
 LIMITS = dict(rounds_per_game=1, language="en", message_1_seconds=300, read_1_seconds=300, message_2_seconds=40,
@@ -113,8 +112,8 @@ def test_message_box_counts_like_the_server_and_loses_nothing(lab_server, databa
             return full
 
     sent = asyncio.run(run())
-    stored = query(server, "SELECT stage, text, sent_in_time, unsent_draft FROM game_with_chat_message "
-                           "WHERE sender_kind = 'human' ORDER BY stage")
+    stored = server.query("SELECT stage, text, sent_in_time, unsent_draft FROM game_with_chat_message "
+                          "WHERE sender_kind = 'human' ORDER BY stage")
     assert [(stage, text, bool(in_time), draft) for stage, text, in_time, draft in stored] == [
         (1, sent, True, None),
         (2, "", False, "  \n我的草稿 🙂"),

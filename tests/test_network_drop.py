@@ -27,7 +27,6 @@ import pytest
 from tests.browser_participant import QUIZ_ANSWERS, launch_browser
 from tests.http_participant import HttpParticipant
 from tests.test_browser_typing import stop_at, wait_until
-from tests.test_typed_text_and_deadlines import query
 
 LIMITS = dict(rounds_per_game=1, language="en", message_1_seconds=300, read_1_seconds=300, message_2_seconds=300,
               read_2_seconds=300, decision_seconds=300, result_seconds=300, llm_provider="simulated")
@@ -74,8 +73,8 @@ async def during_the_outage(page) -> dict:
 
 
 def stored_messages(server) -> list:
-    return query(server, "SELECT stage, text, sent_in_time FROM game_with_chat_message "
-                         "WHERE sender_kind = 'human' ORDER BY id")
+    return server.query("SELECT stage, text, sent_in_time FROM game_with_chat_message "
+                        "WHERE sender_kind = 'human' ORDER BY id")
 
 
 @pytest.mark.browser
@@ -276,4 +275,4 @@ def test_the_quiz_with_a_wrong_answer_is_shown_as_otree_renders_it(lab_server, d
 
 def quiz_attempts(server) -> list:
     return [(attempt, bool(passed)) for attempt, passed in
-            query(server, "SELECT attempt, passed FROM instructions_quizattempt ORDER BY id")]
+            server.query("SELECT attempt, passed FROM instructions_quizattempt ORDER BY id")]

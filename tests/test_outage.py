@@ -26,7 +26,6 @@ import requests
 from tests.browser_participant import PAGE_RE, WAIT_PAGES, launch_browser
 from tests.browser_participant import Script, answer
 from tests.http_participant import HttpParticipant
-from tests.test_typed_text_and_deadlines import query
 
 REAL_OUTAGE = float(os.environ.get("LAB_TEST_OUTAGE_SECONDS", "0"))
 OUTAGE_SECONDS = REAL_OUTAGE or 20
@@ -147,8 +146,8 @@ def test_pages_move_on_by_themselves_after_an_outage(lab_server, database_url):
         time.sleep(2)
     assert "game_without_chat/GameIntro" in current_page(server, code_a), server.log()[-3000:]
 
-    stored = query(server, "SELECT sender_code, stage, text, sent_in_time, unsent_draft FROM game_with_chat_message "
-                           "WHERE sender_kind = 'human' ORDER BY id")
+    stored = server.query("SELECT sender_code, stage, text, sent_in_time, unsent_draft FROM game_with_chat_message "
+                          "WHERE sender_kind = 'human' ORDER BY id")
     rows = [(sender, stage, text, bool(in_time), draft or "") for sender, stage, text, in_time, draft in stored]
     assert len(rows) == 8  # 2 participants x 2 rounds x 2 messages
     for row in [

@@ -14,23 +14,6 @@ LIMITS = dict(rounds_per_game=1, language="en", message_1_seconds=30, read_1_sec
 LATE = 0.6
 
 
-def query(server, sql: str) -> list:
-    """Rows straight from the server's database (the CSV exports turn line breaks into spaces)."""
-    if server.database_url:
-        import psycopg2
-
-        with psycopg2.connect(server.database_url) as connection, connection.cursor() as cursor:
-            cursor.execute(sql)
-            return cursor.fetchall()
-    import sqlite3
-
-    connection = sqlite3.connect(server.workdir / "db.sqlite3")
-    try:
-        return connection.execute(sql).fetchall()
-    finally:
-        connection.close()
-
-
 class HostileParticipant(HttpParticipant):
     def answer(self, page):
         if page == "Demographics":
@@ -69,8 +52,8 @@ def test_control_characters_removed_and_late_posts_time_out(lab_server, database
     participant.play(timeout=300)
     assert participant.done
 
-    stored = query(server, "SELECT stage, text, sent_in_time, unsent_draft FROM game_with_chat_message "
-                           "WHERE sender_kind = 'human' ORDER BY stage")
+    stored = server.query("SELECT stage, text, sent_in_time, unsent_draft FROM game_with_chat_message "
+                          "WHERE sender_kind = 'human' ORDER BY stage")
     assert [(stage, text, bool(sent), draft) for stage, text, sent, draft in stored] == [
         (1, "hithere\nyou😀", True, None),
         (2, "", False, "late draft\n!"),  # late: not delivered, the draft kept, cleaned
