@@ -18,6 +18,7 @@ from sqlalchemy import bindparam
 import protocol
 from lab import baked_lookups, channels, matching, static_urls, timeout_worker  # noqa: F401  (patches at import)
 from lab import app_registry
+from lab.grouping import set_group_matrix
 from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_settings import forget_session_id, params, params_of
@@ -66,35 +67,42 @@ def next_app_after_last_round(player, upcoming_apps: list):
 
 def set_round_matching(subsession, game: str) -> None:
     """creating_session: pair humans (H-H) or seat each human with an agent, for this round."""
+    from otree.models import Participant
+
     forget_session_id(subsession.session_id)
     p = params(subsession.session)
-    players = sorted(subsession.get_players(), key=lambda pl: pl.participant.id_in_session)
+    # The participants' numbers and codes in one query: through ``player.participant`` each
+    # player's would be a query of its own, after a flush of everything pending.
+    participants = {participant_id: (id_in_session, code) for participant_id, id_in_session, code in db.query(
+        Participant.id, Participant.id_in_session, Participant.code).filter(
+        Participant.session_id == subsession.session_id)}
+    players = sorted(subsession.get_players(), key=lambda pl: participants[pl.participant_id][0])
     round_index = subsession.round_number - 1
     if round_index >= p.rounds_per_game:
-        subsession.set_group_matrix([[pl] for pl in players])
+        set_group_matrix(subsession, [[pl] for pl in players])
         return
     rng = game_rng(subsession.session.code, game, "matching")
     if has_lobby(subsession.session):
         # Online H-H: nobody is paired until their cohort forms in the lobby (lab/online/lobby.py).
-        subsession.set_group_matrix([[pl] for pl in players])
+        set_group_matrix(subsession, [[pl] for pl in players])
         return
     if p.with_agents:
         # Online, participants go at their own pace: each has agents of their own (no waiting).
         schedule = matching.private_agent_schedule if is_online(subsession.session) else matching.agent_schedule
         seats = schedule(len(players), p.rounds_per_game, rng)[round_index]
-        subsession.set_group_matrix([[pl] for pl in players])
+        set_group_matrix(subsession, [[pl] for pl in players])
         for pl, seat in zip(players, seats):
             pl.associate_kind = "agent"
             pl.agent_seat = seat
             pl.associate_code = agent_id(seat)
     else:
         pairs = matching.perfect_stranger_pairs(len(players), p.rounds_per_game, rng)[round_index]
-        subsession.set_group_matrix([[players[a], players[b]] for a, b in pairs])
+        set_group_matrix(subsession, [[players[a], players[b]] for a, b in pairs])
         for pl in players:
             pl.associate_kind = "human"
         for a, b in pairs:
-            players[a].associate_code = players[b].participant.code
-            players[b].associate_code = players[a].participant.code
+            players[a].associate_code = participants[players[b].participant_id][1]
+            players[b].associate_code = participants[players[a].participant_id][1]
 
 
 def agent_id(seat: int) -> str:

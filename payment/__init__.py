@@ -14,6 +14,7 @@ import protocol
 from lab import game as lab_game
 from lab import agent_pages, app_registry, exports, i18n, interventions, manifest
 from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
+from lab.grouping import set_group_matrix
 from lab.online import exit as online_exit
 from lab.online.config import is_online
 from lab.online.lobby import page_waits_per_group, waits_per_group
@@ -97,7 +98,7 @@ def norm_estimate(player: Player, game: str):
 def creating_session(subsession: Subsession):
     if waits_per_group(subsession.session):
         # Online H-H: each cohort becomes one group when it forms (lab/online/lobby.py).
-        subsession.set_group_matrix([[player] for player in subsession.get_players()])
+        set_group_matrix(subsession, [[player] for player in subsession.get_players()])
 
 
 def settle_payments(subsession: Subsession = None, group: Group = None):
