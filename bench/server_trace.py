@@ -3,11 +3,12 @@
 Loaded into the measured server by the bench's settings when ``LAB_BENCH_SERVER_TRACE`` names a
 file (never by the project itself): every request that takes oTree's global lock is written as
 one CSV row (when it arrived, how long it waited for the lock, how long it held it, its path,
-the SQL statements it sent), every other hold of that lock (a websocket's connect, disconnect
-or message, the closed-tab watcher: kind 'socket', the holder in ``path``), every garbage collection of the oldest generation as a row of its
-own (its pause), and every half second each thread's CPU time so far. Together with the
-client's trace this tells a slow page load that queued behind others from one that was slow
-itself.
+the SQL statements it sent, how much of the hold came before and after the page's own code; with
+``LAB_BENCH_TRACE_SQL`` set, each statement's verb and table in order), every other hold of that
+lock (a websocket's connect, disconnect or message, the closed-tab watcher: kind 'socket', the
+holder in ``path``), every garbage collection of the oldest generation as a row of its own (its
+pause), and every half second each thread's CPU time so far. Together with the client's trace
+this tells a slow page load that queued behind others from one that was slow itself.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def install(path: str) -> None:
     _file = open(path, "a", buffering=1)
     atexit.register(_file.close)
     if _file.tell() == 0:
-        _file.write("kind,pid,arrived,waited,held,method,path,inner,inner_cpu,commit,statements\n")
+        _file.write("kind,pid,arrived,waited,held,method,path,inner,inner_cpu,commit,statements,before_page,after_page,sql\n")
     _trace_lock()
     gc.callbacks.append(_on_gc)
     threading.Thread(target=_sample_threads, name="bench-thread-sampler", daemon=True).start()
@@ -158,11 +159,22 @@ def _time_the_lock() -> None:
                    f"{request['acquired'] - request['arrived']:.4f}", f"{time.time() - request['acquired']:.4f}",
                    request["method"], request["path"], f"{request.get('inner', 0):.4f}",
                    f"{request.get('inner_cpu', 0):.4f}", f"{request.get('commit', 0):.4f}",
-                   request.get("statements", 0))
+                   request.get("statements", 0), *_around_the_page(request), "|".join(request.get("sql", ())))
 
     lock.acquire, lock.release = timed_acquire, timed_release
     lock._lab_bench_timed = True
     _time_the_page_code()
+
+
+def _around_the_page(request: dict) -> tuple[str, str]:
+    """The hold's time before the page's code started (the participant's rows loaded on the event
+    loop, the form parsed, the hop to the worker thread) and after it ended until the commit began
+    (the hop back, the response built): ``before_page``, ``after_page``; empty for a request that
+    ran no page code (a redirect)."""
+    if "inner_started" not in request or "commit_started" not in request:
+        return "", ""
+    return (f"{request['inner_started'] - request['acquired']:.4f}",
+            f"{request['commit_started'] - request['inner_ended']:.4f}")
 
 
 def _holder() -> str:
@@ -188,6 +200,9 @@ def _time_the_page_code() -> None:
 
     def timed(func, *args, **kwargs):
         def run():
+            request = _request.get(None)
+            if request is not None:
+                request.setdefault("inner_started", time.time())
             started, cpu = time.perf_counter(), time.thread_time()
             try:
                 return func(*args, **kwargs)
@@ -196,6 +211,7 @@ def _time_the_page_code() -> None:
                 if request is not None:
                     request["inner"] = request.get("inner", 0) + time.perf_counter() - started
                     request["inner_cpu"] = request.get("inner_cpu", 0) + time.thread_time() - cpu
+                    request["inner_ended"] = time.time()
 
         return run_in_threadpool(run)
 
@@ -207,6 +223,9 @@ def _time_the_page_code() -> None:
 
     def timed_commit(self):
         started = time.perf_counter()
+        request = _request.get(None)
+        if request is not None:
+            request["commit_started"] = time.time()
         try:
             return commit(self)
         finally:
@@ -221,10 +240,22 @@ def _time_the_page_code() -> None:
     from sqlalchemy.engine import Engine
 
     @event.listens_for(Engine, "before_cursor_execute")
-    def count_statement(*args):
+    def count_statement(conn, cursor, statement, *args):
         request = _request.get(None)
         if request is not None:
             request["statements"] = request.get("statements", 0) + 1
+            if os.environ.get("LAB_BENCH_TRACE_SQL"):
+                request.setdefault("sql", []).append(_statement_summary(statement))
+
+
+def _statement_summary(statement: str) -> str:
+    """``SELECT game_with_chat_player`` from a statement: its verb and first table."""
+    import re
+
+    words = statement.split()
+    verb = words[0].upper() if words else "?"
+    table = re.search(r"\b(?:FROM|UPDATE|INTO)\s+\"?(\w+)", statement, re.IGNORECASE)
+    return f"{verb} {table.group(1) if table else ''}".strip()
 
 
 def _time_the_watcher() -> None:
