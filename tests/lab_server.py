@@ -137,6 +137,26 @@ class LabServer:
         finally:
             connection.close()
 
+    def execute(self, statements: list[str]) -> None:
+        """Write to the server's database behind its back (a test's setting of the scene), in one
+        transaction."""
+        if self.database_url:
+            import psycopg2
+
+            with psycopg2.connect(self.database_url) as connection, connection.cursor() as cursor:
+                for statement in statements:
+                    cursor.execute(statement)
+            return
+        import sqlite3
+
+        connection = sqlite3.connect(self.workdir / "db.sqlite3")
+        try:
+            with connection:
+                for statement in statements:
+                    connection.execute(statement)
+        finally:
+            connection.close()
+
     # --- oTree's REST API -----------------------------------------------------------
     def rest_headers(self) -> dict:
         """With OTREE_AUTH_LEVEL set, oTree's REST API wants the key of OTREE_REST_KEY."""

@@ -37,24 +37,9 @@ LIMITS = dict(rounds_per_game=2, language="en", message_1_seconds=3, read_1_seco
 DRAFT = "typed before the kill"
 
 
-def execute(server, statements: list[str]) -> None:
-    if server.database_url:
-        import psycopg2
-
-        with psycopg2.connect(server.database_url) as connection, connection.cursor() as cursor:
-            for statement in statements:
-                cursor.execute(statement)
-        return
-    import sqlite3
-
-    with sqlite3.connect(server.workdir / "db.sqlite3") as connection:
-        for statement in statements:
-            connection.execute(statement)
-
-
 def move_deadlines_into_the_past(server, seconds: float) -> None:
     """What the database looks like after an outage ``seconds`` longer than the real one."""
-    execute(server, [
+    server.execute([
         f"UPDATE otree_taskqueuemessage SET epoch_time = epoch_time - {int(seconds)}",
         f"UPDATE otree_participant SET _timeout_expiration_time = _timeout_expiration_time - {seconds} "
         "WHERE _timeout_expiration_time IS NOT NULL",
