@@ -217,14 +217,21 @@ LLM_CALL_COLUMNS = [
 
 def llm_call_rows(players):
     """One row per model call of the sessions of ``players`` (docs/DATA.md 'llm_calls')."""
+    from otree.database import db
+    from otree.models import Participant
+
     yield LLM_CALL_COLUMNS
     sessions = {player.session.code: player.session for player in players}
     for code, session in sessions.items():
         for game, tables in app_registry.all_game_tables().items():
+            # Each call's participant in one query, not through ``call.player.participant`` (two each).
+            participant_codes = dict(db.query(tables.Player.id, Participant.code).join(
+                Participant, tables.Player.participant_id == Participant.id).filter(
+                tables.Player.session_id == session.id))
             for call in tables.LlmCall.objects_filter(session_code=code).order_by("id"):
                 values = [getattr(call, column) for column in LLM_CALL_COLUMNS[8:]]
                 values[-1] = lab_game.csv_bool(values[-1])
-                yield [*lab_game.session_keys(session), game, call.player.participant.code, *values]
+                yield [*lab_game.session_keys(session), game, participant_codes[call.player_id], *values]
 
 
 # --- The experimenter's view -----------------------------------------------------------------

@@ -73,23 +73,46 @@ def dropped(participant) -> list:
 
 def decisions_rows(players):
     """One row per decision of a human or an agent, both games (docs/DATA.md 'decisions')."""
+    from lab import agent_runtime
     from lab.agent_pages import decision_rows
 
     yield lab_game.DECISION_COLUMNS
+    game_players: dict = {}  # the games' player rows and the agents' turns, read a session at a time
     for player in players:
         for game, tables in app_registry.all_game_tables().items():
-            for game_player in lab_game.players_of(player.participant, GAME_APPS[game]):
+            if (game, player.session_id) not in game_players:
+                agent_runtime.remember_turns_of_session(tables, player.session_id)
+                game_players[game, player.session_id] = lab_game.players_by_participant(
+                    player.session_id, GAME_APPS[game])
+            for game_player in game_players[game, player.session_id].get(player.participant_id, ()):
                 yield from decision_rows(game_player, tables)
+
+
+def messages_by_player(tables, session_id: int) -> dict:
+    """The session's messages of the game with chat in one query, by their player row, each
+    player's in the order they were written (what ``Message.filter(player=...)`` gives)."""
+    from otree.database import db
+
+    found: dict = {}
+    for message in db.query(tables.Message).join(tables.Player, tables.Message.player_id == tables.Player.id).filter(
+            tables.Player.session_id == session_id).order_by(tables.Message.id):
+        found.setdefault(message.player_id, []).append(message)
+    return found
 
 
 def messages_rows(players):
     """One row per chat message of the game with chat (docs/DATA.md 'messages')."""
-    Message = app_registry.game_tables("WC").Message
+    tables = app_registry.game_tables("WC")
     yield MESSAGE_COLUMNS
+    by_player: dict = {}  # the game's player rows and messages, read a session at a time
+    game_players: dict = {}
     for player in players:
-        for game_player in lab_game.players_of(player.participant, GAME_APPS["WC"]):
+        if player.session_id not in by_player:
+            by_player[player.session_id] = messages_by_player(tables, player.session_id)
+            game_players[player.session_id] = lab_game.players_by_participant(player.session_id, GAME_APPS["WC"])
+        for game_player in game_players[player.session_id].get(player.participant_id, ()):
             against_stand_in = lab_game.dropout_rule(game_player) == "stand_in"
-            for message in Message.filter(player=game_player):
+            for message in by_player[player.session_id].get(game_player.id, ()):
                 # On a partner's row of a stand-in pair-round: the stand-in's messages (an agent's,
                 # hung on the reader's row) and the partner's own.
                 by_stand_in = against_stand_in and message.sender_kind == "agent"

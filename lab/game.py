@@ -293,6 +293,17 @@ def players_of(participant, app_name: str) -> list:
     return query(db._db).params(participant_id=participant.id).all()
 
 
+def players_by_participant(session_id: int, app_name: str) -> dict:
+    """Every participant's player rows in ``app_name``, by round, for a whole session in one query
+    (what ``players_of`` gives one participant at a time: an export reads them all)."""
+    Player = app_registry.player_model(app_name)
+    found: dict = {}
+    for player in db.query(Player).filter(Player.session_id == session_id).order_by(
+            Player.participant_id, Player.round_number):
+        found.setdefault(player.participant_id, []).append(player)
+    return found
+
+
 # --- The pages both games share ------------------------------------------------------------------
 def _page_of(app_module: str, name: str, page_class):
     """oTree names a page's URL after its class and finds its app by the class's module."""

@@ -51,6 +51,6 @@ from lab.agent_runtime import startup  # noqa: F401  installs the startup hook
 from lab.agent_runtime.seats import AGENT_LANGUAGE, budget_limit, create_seats, model_config, session_spent
 from lab.agent_runtime.tables import GameTables
 from lab.agent_runtime.turns import (FINAL_STATUSES, RUNNING, TURN_STAGE, ensure_turn, find_turn, finish_round,
-                                     settle_or_fallback, start_round)
+                                     remember_turns_of_session, settle_or_fallback, start_round)
 from lab.agent_runtime.waiting import (NOTIFIER, SETTLE_GRACE_SECONDS, is_running, settle_if_finished,
                                        turn_deadline, wait_for_turn, wait_is_over)
