@@ -174,14 +174,15 @@ def test_a_submission_the_server_took_before_dying_is_not_taken_twice(lab_server
     assert outage["notice"].startswith(NOTICE) and outage["box"] == seen["typed"]
     # Whichever comes first once the server is back moves the tab on: the page's copy of the
     # submission (same address; oTree redirects it to the participant's page, Read1), or oTree's
-    # own websocket noticing the page is stale and reloading it (a GET redirected to Read1).
+    # own websocket noticing the page is stale and reloading it (a GET redirected to Read1). A copy
+    # the page sends as that reload starts is cancelled by it before it reaches the server (seen
+    # once in a full run: two posts seen by the browser, one taken, the reload's GET).
     post_path = re.sub(r"^http://[^/]+", "", seen["posts"][0])
     assert len(seen["posts"]) in (1, 2) and set(seen["posts"]) == {seen["posts"][0]}
     posts_taken = len(re.findall(rf'"POST {re.escape(post_path)} HTTP/1.1" 302', server.log()))
-    if len(seen["posts"]) == 2:
-        assert posts_taken == 2
-    else:
-        assert posts_taken == 1 and re.search(rf'"GET {re.escape(post_path)} HTTP/1.1" 302', server.log())
+    assert 1 <= posts_taken <= len(seen["posts"])
+    if posts_taken == 1:
+        assert re.search(rf'"GET {re.escape(post_path)} HTTP/1.1" 302', server.log())
     assert stored_messages(server) == [(1, seen["typed"], 1)]
 
 
