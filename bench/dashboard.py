@@ -17,6 +17,7 @@ SQLite in memory by default, or --database-url's database.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -116,14 +117,20 @@ def timed_get(client, url: str, repeat: int) -> tuple[float, int]:
     return statistics.median(durations), size
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def bench_arguments(description: str, repeat: int) -> argparse.Namespace:
+    """The options of the benches on a finished session (this one and bench/exports.py)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--participants", type=int, default=72)
     parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=repeat)
     parser.add_argument("--database-url", default="")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+@contextlib.contextmanager
+def finished_session(args):
+    """An H-F session of ``args.participants`` x ``args.rounds`` created with oTree and filled as a
+    finished one (``fill_session``), and a client of oTree's own ASGI app: (client, session code)."""
     os.environ.pop("OTREE_AUTH_LEVEL", None)
     os.environ.pop("OTREE_PRODUCTION", None)
     os.environ["LAB_MAX_ROUNDS_PER_GAME"] = str(args.rounds)
@@ -131,27 +138,32 @@ def main() -> None:
 
     # Never in the lab's ./db.sqlite3: a folder of its own, SQLite in memory or --database-url's.
     with away_from_the_lab(args.database_url, PROJECT):
-        measure(args)
+        from otree.main import setup
+
+        setup()
+        import otree.session
+        from otree.database import session_scope
+
+        with session_scope():
+            session = otree.session.create_session(
+                "hf_informed_wc_first", num_participants=args.participants,
+                modified_session_config_fields=dict(rounds_per_game=args.rounds, llm_provider="simulated"))
+            code = session.code
+            fill_session(session, args.rounds)
+
+        from otree.asgi import app
+        from starlette.testclient import TestClient
+
+        yield TestClient(app), code
 
 
-def measure(args) -> None:
-    from otree.main import setup
+def main() -> None:
+    args = bench_arguments(__doc__.splitlines()[0], repeat=15)
+    with finished_session(args) as (client, code):
+        measure(args, client, code)
 
-    setup()
-    import otree.session
-    from otree.database import session_scope
 
-    with session_scope():
-        session = otree.session.create_session(
-            "hf_informed_wc_first", num_participants=args.participants,
-            modified_session_config_fields=dict(rounds_per_game=args.rounds, llm_provider="simulated"))
-        code = session.code
-        fill_session(session, args.rounds)
-
-    from otree.asgi import app
-    from starlette.testclient import TestClient
-
-    client = TestClient(app)
+def measure(args, client, code: str) -> None:
     timed_get(client, f"/LabDashboardData/{code}", 2)  # warm: imports, caches
     timed_get(client, f"/session_data/{code}", 2)
     dashboard, size = timed_get(client, f"/LabDashboardData/{code}", args.repeat)

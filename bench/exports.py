@@ -15,8 +15,6 @@ Run: ``.venv/bin/python bench/exports.py [--participants 72] [--rounds 10] [--re
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -24,47 +22,19 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "bench"))
 
-from dashboard import fill_session, timed_get  # noqa: E402
+from dashboard import bench_arguments, finished_session, timed_get  # noqa: E402
 
 CUSTOM_EXPORTS = ("custom_export", "custom_export_decisions", "custom_export_messages", "custom_export_llm_calls",
                   "custom_export_manifest")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--participants", type=int, default=72)
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--database-url", default="")
-    args = parser.parse_args()
-
-    os.environ.pop("OTREE_AUTH_LEVEL", None)
-    os.environ.pop("OTREE_PRODUCTION", None)
-    os.environ["LAB_MAX_ROUNDS_PER_GAME"] = str(args.rounds)
-    from labserver.workdir import away_from_the_lab
-
-    with away_from_the_lab(args.database_url, PROJECT):
-        measure(args)
+    args = bench_arguments(__doc__.splitlines()[0], repeat=3)
+    with finished_session(args) as (client, code):
+        measure(args, client, code)
 
 
-def measure(args) -> None:
-    from otree.main import setup
-
-    setup()
-    import otree.session
-    from otree.database import session_scope
-
-    with session_scope():
-        session = otree.session.create_session(
-            "hf_informed_wc_first", num_participants=args.participants,
-            modified_session_config_fields=dict(rounds_per_game=args.rounds, llm_provider="simulated"))
-        code = session.code
-        fill_session(session, args.rounds)
-
-    from otree.asgi import app
-    from starlette.testclient import TestClient
-
-    client = TestClient(app)
+def measure(args, client, code: str) -> None:
     urls = {"oTree's wide export (baseline)": f"/api/export_wide?session_code={code}",
             "data package": f"/LabDataPackage/{code}",
             **{name: f"/api/export_app_custom?app=payment&function_name={name}&session_code={code}"
