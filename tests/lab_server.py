@@ -123,37 +123,31 @@ class LabServer:
 
     def query(self, sql: str) -> list[tuple]:
         """The rows of one SELECT, straight from the server's database (PostgreSQL or its SQLite)."""
-        if self.database_url:
-            import psycopg2
-
-            with psycopg2.connect(self.database_url) as connection, connection.cursor() as cursor:
-                cursor.execute(sql)
-                return cursor.fetchall()
-        import sqlite3
-
-        connection = sqlite3.connect(self.workdir / "db.sqlite3")
-        try:
-            return connection.execute(sql).fetchall()
-        finally:
-            connection.close()
+        return self._run([sql])
 
     def execute(self, statements: list[str]) -> None:
         """Write to the server's database behind its back (a test's setting of the scene), in one
         transaction."""
+        self._run(statements)
+
+    def _run(self, statements: list[str]) -> list[tuple]:
+        """``statements`` in one transaction on a connection of their own (committed, then closed);
+        the rows of the last, if it returns any."""
         if self.database_url:
             import psycopg2
 
-            with psycopg2.connect(self.database_url) as connection, connection.cursor() as cursor:
-                for statement in statements:
-                    cursor.execute(statement)
-            return
-        import sqlite3
+            connection = psycopg2.connect(self.database_url)
+        else:
+            import sqlite3
 
-        connection = sqlite3.connect(self.workdir / "db.sqlite3")
+            connection = sqlite3.connect(self.workdir / "db.sqlite3")
         try:
-            with connection:
-                for statement in statements:
-                    connection.execute(statement)
+            cursor = connection.cursor()
+            for statement in statements:
+                cursor.execute(statement)
+            rows = cursor.fetchall() if cursor.description else []
+            connection.commit()
+            return rows
         finally:
             connection.close()
 
