@@ -1,6 +1,6 @@
 """Bench: the live dashboard's response time for a full lab, 72 participants x 10 rounds.
 
-Creates an H-F session of 72 participants with oTree (in memory, or on ``--database-url``),
+Creates an H-F session of 72 participants with oTree (in memory, or beside ``--database-url``),
 fills it as a finished session would be (every round of both games: choices, four chat
 messages per WC round, the agents' turns and one model call per turn with a realistic prompt,
 oTree's page-time records), then requests the dashboard's data through oTree's own ASGI app
@@ -10,8 +10,8 @@ every field of every round, what the admin already polls) for the same session. 
 (last line) is the dashboard data's median response time, and its ratio to that baseline.
 
 Run: ``.venv/bin/python bench/dashboard.py [--participants 72] [--rounds 10] [--repeat 15]
-[--database-url postgresql://...]``. It never uses the lab's ./db.sqlite3 (labserver/workdir.py):
-SQLite in memory by default, or --database-url's database.
+[--database-url postgresql://...]``. It never touches the lab's database: SQLite in memory by
+default, or a new database on --database-url's PostgreSQL server, dropped at the end.
 """
 
 from __future__ import annotations
@@ -134,10 +134,13 @@ def finished_session(args):
     os.environ.pop("OTREE_AUTH_LEVEL", None)
     os.environ.pop("OTREE_PRODUCTION", None)
     os.environ["LAB_MAX_ROUNDS_PER_GAME"] = str(args.rounds)
+    from lab_load import bench_database
     from labserver.workdir import away_from_the_lab
 
-    # Never in the lab's ./db.sqlite3: a folder of its own, SQLite in memory or --database-url's.
-    with away_from_the_lab(args.database_url, PROJECT):
+    # Never in the lab's database: a folder of its own, with SQLite in memory, or a new PostgreSQL
+    # database beside --database-url's, dropped at the end (bench_database).
+    with bench_database(args.database_url, "finished_session") as database_url, \
+            away_from_the_lab(database_url, PROJECT):
         from otree.main import setup
 
         setup()

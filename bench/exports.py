@@ -2,15 +2,16 @@
 
 An export runs under oTree's global lock (lab/request_lock.py says why), so every page of every
 session on the server waits while one is written. Creates an H-F session of 72 participants x 10
-rounds with oTree (in memory, or on ``--database-url``), fills it as bench/dashboard.py does (choices,
-chat messages, the agents' turns, one model call per turn with a realistic prompt, page times),
-then downloads each export through oTree's own ASGI app (routing, middleware, lock): the lab's
-data package (``/LabDataPackage/<code>``), the lab's custom exports, oTree's wide export (the
-baseline, measured in the same run). The figure (last line) is the data package's median time
+rounds with oTree (in memory, or beside ``--database-url``'s database), fills it as
+bench/dashboard.py does (choices, chat messages, the agents' turns, one model call per turn with a
+realistic prompt, page times), then downloads each export through oTree's own ASGI app (routing,
+middleware, lock): the lab's data package (``/LabDataPackage/<code>``), the lab's custom exports,
+oTree's wide export (the baseline, measured in the same run). The figure (last line) is the data package's median time
 and its ratio to oTree's wide export.
 
 Run: ``.venv/bin/python bench/exports.py [--participants 72] [--rounds 10] [--repeat 3]
-[--database-url postgresql://...]``. It never uses the lab's ./db.sqlite3 (labserver/workdir.py).
+[--database-url postgresql://...]``. It never touches the lab's database: SQLite in memory by
+default, or a new database on --database-url's PostgreSQL server, dropped at the end.
 """
 
 from __future__ import annotations

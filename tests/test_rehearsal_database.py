@@ -1,7 +1,8 @@
 """Rehearsals and benches leave the lab's database alone (issue 23): ``labserver bots`` and
 bench/dashboard.py run in a project folder whose ./db.sqlite3 was written by the lab's server,
 succeed, and the lab's files are byte for byte what they were; a SQLite DATABASE_URL is where
-the rehearsal lands; only ``--database lab`` plays in the lab's database.
+the rehearsal lands; only ``--database lab`` plays in the lab's database. Given a PostgreSQL
+``--database-url``, bench/dashboard.py works in a new database beside it and drops it after.
 
 (bench/lab_load.py and bench/lookups.py run their servers and sessions in project copies of
 their own, bench/agent_turns.py uses no database: none of them opens a lab's ./db.sqlite3.)
@@ -61,6 +62,22 @@ def postgres_session_codes(database_url: str) -> list:
         return [code for (code,) in cursor.fetchall()]
 
 
+def postgres_tables(database_url: str) -> list:
+    import psycopg2
+
+    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
+        return [name for (name,) in cursor.fetchall()]
+
+
+def postgres_databases(database_url: str, like: str) -> list:
+    import psycopg2
+
+    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (like,))
+        return [name for (name,) in cursor.fetchall()]
+
+
 def played_code(result: subprocess.CompletedProcess) -> str:
     [line] = [line for line in result.stdout.splitlines() if line.startswith("Bots completed session ")]
     return line.split()[3]
@@ -117,13 +134,16 @@ def test_dashboard_bench_leaves_the_lab_database_alone(lab_folder, database_url)
     works from the project it sits in)."""
     bench = lab_folder / "bench_here"
     bench.mkdir()
-    shutil.copy(Path(__file__).resolve().parent.parent / "bench" / "dashboard.py", bench / "dashboard.py")
+    for script in ("dashboard.py", "lab_load.py"):  # dashboard.py takes bench_database from lab_load.py
+        shutil.copy(Path(__file__).resolve().parent.parent / "bench" / script, bench / script)
     before, sessions_before = lab_files(lab_folder), session_codes(lab_folder / "db.sqlite3")
+    tables_before = postgres_tables(database_url) if database_url else None
     args = [PYTHON, str(bench / "dashboard.py"), "--participants", "4", "--rounds", "1", "--repeat", "1"]
     if database_url:
         args += ["--database-url", database_url]
     result = subprocess.run(args, cwd=lab_folder, env=lab_env(), capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "dashboard data response" in result.stdout, (result.stdout + result.stderr)[-3000:]
     assert lab_files(lab_folder) == before and session_codes(lab_folder / "db.sqlite3") == sessions_before
-    if database_url:
-        assert len(postgres_session_codes(database_url)) == 1
+    if database_url:  # --database-url's database as it was; the bench's own beside it, dropped
+        assert postgres_tables(database_url) == tables_before
+        assert postgres_databases(database_url, "lab_bench_finished_session_%") == []
