@@ -6,8 +6,8 @@ rounds with oTree (in memory, or beside ``--database-url``'s database), fills it
 bench/dashboard.py does (choices, chat messages, the agents' turns, one model call per turn with a
 realistic prompt, page times), then downloads each export through oTree's own ASGI app (routing,
 middleware, lock): the lab's data package (``/LabDataPackage/<code>``), the lab's custom exports,
-oTree's wide export (the baseline, measured in the same run). The figure (last line) is the data package's median time
-and its ratio to oTree's wide export.
+oTree's wide export (the baseline, measured in the same run). The figure (last line) is the data
+package's median time and its ratio to oTree's wide export.
 
 Run: ``.venv/bin/python bench/exports.py [--participants 72] [--rounds 10] [--repeat 3]
 [--database-url postgresql://...]``. It never touches the lab's database: SQLite in memory by

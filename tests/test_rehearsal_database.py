@@ -54,28 +54,30 @@ def session_codes(database: Path) -> list:
             connection.close()
 
 
-def postgres_session_codes(database_url: str) -> list:
+def postgres_column(database_url: str, sql: str, *params) -> list:
+    """The first column of a query's rows, on a connection of its own, closed after."""
     import psycopg2
 
-    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
-        cursor.execute("SELECT code FROM otree_session ORDER BY id")
-        return [code for (code,) in cursor.fetchall()]
+    connection = psycopg2.connect(database_url)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [row[0] for row in cursor.fetchall()]
+    finally:
+        connection.close()
+
+
+def postgres_session_codes(database_url: str) -> list:
+    return postgres_column(database_url, "SELECT code FROM otree_session ORDER BY id")
 
 
 def postgres_tables(database_url: str) -> list:
-    import psycopg2
-
-    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
-        cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
-        return [name for (name,) in cursor.fetchall()]
+    return postgres_column(database_url,
+                           "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
 
 
 def postgres_databases(database_url: str, like: str) -> list:
-    import psycopg2
-
-    with psycopg2.connect(database_url) as connection, connection.cursor() as cursor:
-        cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (like,))
-        return [name for (name,) in cursor.fetchall()]
+    return postgres_column(database_url, "SELECT datname FROM pg_database WHERE datname LIKE %s", like)
 
 
 def played_code(result: subprocess.CompletedProcess) -> str:
