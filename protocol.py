@@ -83,6 +83,8 @@ SEVEN_C_ITEMS = (
 LIKERT_MIN, LIKERT_MAX = -3, 3
 # Q5: familiarity with LLMs, 1 (never heard of them) .. 5 (use them daily).
 LLM_FAMILIARITY_LEVELS = (1, 2, 3, 4, 5)
+# Q7: demographics' gender options (with age and field of study).
+GENDERS = ("female", "male", "other")
 
 # Q6: SVO slider measure (Murphy, Ackermann & Handgraaf 2011), six primary items:
 # (self, other) at the first and the last of nine allocations.

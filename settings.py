@@ -34,9 +34,10 @@ if _PRODUCTION:
             + " in the environment. See docs/running-a-lab.md."
         )
 
-# The lab's language: oTree's own participant pages (the room's "Please wait", form error
-# banners) and the default of each session's `language`, from which our pages take their texts
-# (lab/i18n.py). Simplified Chinese unless OTREE_LANGUAGE_CODE=en.
+# The lab's language: the default of each session's `language` (every participant page, oTree's
+# own texts included, follows its session's: lab/i18n.py, lab/otree_language.py) and the language
+# of pages that belong to no session (a room before its session). Simplified Chinese unless
+# OTREE_LANGUAGE_CODE=en.
 try:
     LANGUAGE_CODE = i18n.otree_language_code(environ.get("OTREE_LANGUAGE_CODE"))
 except ValueError as exc:

@@ -11,7 +11,8 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models, widgets
 
 import protocol
-from lab import app_registry, manifest, request_guard, request_lock, rooms, session_creation, session_settings
+from lab import (app_registry, manifest, otree_language, request_guard, request_lock, rooms, session_creation,
+                 session_settings)
 from lab.online import entry as online_entry
 from lab.online import exit as online_exit
 from lab.online import lobby as online_lobby
@@ -22,7 +23,9 @@ from lab.payoff_table import payoff_table_vars
 # The first app of every session is imported by the server (and a bot run) at start: guard its
 # room entry, refuse addresses the database cannot take, and let a refused session leave nothing;
 # online sessions: read Prolific's study link, and let those who leave early skip to the exit;
-# hold oTree's global lock no longer than a request needs (lab/request_lock.py).
+# hold oTree's global lock no longer than a request needs (lab/request_lock.py); oTree's own
+# participant-facing texts in each session's language (lab/otree_language.py).
+otree_language.install()
 rooms.install()
 request_lock.install()
 request_guard.install()

@@ -129,7 +129,7 @@ QUESTIONNAIRE = {
     "svo_angle": _c("SVO angle (Murphy et al. 2011) from the six items", "number", "degrees"),
     "svo_category": _c("SVO category of the angle", enum=("altruistic", "prosocial", "individualistic", "competitive")),
     "age": _c("Q7: age", "integer", "years"),
-    "gender": _c("Q7: gender", enum=("female", "male", "other")),
+    "gender": _c("Q7: gender", enum=protocol.GENDERS),
     "major": _c("Q7: field of study (free text)"),
 }
 

@@ -74,11 +74,13 @@ def currency_name(language: str, code: str) -> str:
     return load_texts(language).get(f"currency_{code}", code)
 
 
-# --- The server's language (oTree's own pages) -----------------------------------------
-# oTree translates its own participant pages (the room's "Please wait", form error banners)
-# into one language per server, settings.LANGUAGE_CODE. The lab's texts exist in LANGUAGES;
-# this maps between oTree's spelling and ours.
+# --- The server's language ------------------------------------------------------------
+# OTREE_LANGUAGE_CODE (settings.LANGUAGE_CODE) is the default of each session's language and
+# the language of the pages that belong to no session (a room before its session); oTree's own
+# texts follow each request's session (lab/otree_language.py). The lab's texts exist in
+# LANGUAGES; this maps between oTree's spelling and ours, and HTML's.
 OTREE_LANGUAGE_CODES = {"zh_hans": "zh-hans", "en": "en"}
+HTML_LANG = {"zh_hans": "zh-Hans", "en": "en"}  # <html lang="…">
 DEFAULT_LANGUAGE = "zh_hans"  # the paper's lab
 
 

@@ -93,15 +93,15 @@ def _refusal_page(room_name: str, label: str):
     from starlette.responses import HTMLResponse
 
     from lab import i18n
-    from otree import settings
+    from lab.otree_language import current_language
 
-    language = i18n.lab_language(settings.LANGUAGE_CODE)
+    language = current_language()  # the room's session's, or the server's before it
     title = i18n.text(language, "room_label_in_use_title")
     body = i18n.text(language, "room_label_in_use", label=html.escape(label))
     retry = i18n.text(language, "room_enter_other_label")
     return HTMLResponse(
         f"""<!DOCTYPE html>
-<html lang="{'zh-Hans' if language == 'zh_hans' else 'en'}"><head><meta charset="utf-8">
+<html lang="{i18n.HTML_LANG[language]}"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>
 <link href="/static/bootstrap5/css/bootstrap.min.css" rel="stylesheet"></head>
 <body><div class="container m-5" id="label-in-use"><h2>{title}</h2><p>{body}</p>

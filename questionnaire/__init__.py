@@ -3,7 +3,7 @@ communication quality, "my associates were humans" (label-uninformed sessions on
 familiarity with LLMs, the SVO slider measure (angle and category computed) and demographics.
 """
 
-from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, models
+from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, models, widgets
 
 import protocol
 from lab import app_registry
@@ -51,7 +51,7 @@ class Player(BasePlayer):
     svo_angle = models.FloatField()
     svo_category = models.StringField()
     age = models.IntegerField(min=14, max=99)
-    gender = models.StringField(choices=["female", "male", "other"])
+    gender = models.StringField(choices=list(protocol.GENDERS), widget=widgets.RadioSelectHorizontal)
     major = models.StringField(max_length=100)
 
 
@@ -187,15 +187,18 @@ class SocialValueOrientation(QuestionnairePage):
         score_svo(player)
 
 
+def gender_choices(player: Player) -> list:
+    """The gender options labelled in the session's language (oTree renders the form's radios)."""
+    t = texts_for(player)
+    return [(gender, t[f"questionnaire_gender_{gender}"]) for gender in protocol.GENDERS]
+
+
 class Demographics(QuestionnairePage):
     form_fields = ["age", "gender", "major"]
 
     @staticmethod
     def vars_for_template(player: Player):
-        variables = base_vars(player, Demographics)
-        t = variables["t"]
-        variables["genders"] = [(g, t[f"questionnaire_gender_{g}"]) for g in ("female", "male", "other")]
-        return variables
+        return base_vars(player, Demographics)
 
     @staticmethod
     def before_next_page(player: Player, timeout_happened):

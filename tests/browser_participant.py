@@ -30,6 +30,13 @@ class Script:
     pages: list = field(default_factory=list)
     payout_text: str = ""
     waited_seconds: dict = field(default_factory=dict)
+    # Each form page's <html lang> and oTree's footer, as the participant's browser had them.
+    page_languages: set = field(default_factory=set)
+    footers: set = field(default_factory=set)
+    # Demographics: first send an age the server rejects (the browser's own check off), and note
+    # what comes back (``rejected_demographics``) before answering properly.
+    reject_age_first: bool = False
+    rejected_demographics: dict = field(default_factory=dict)
 
 
 async def launch_browser(playwright):
@@ -70,6 +77,7 @@ async def play(page, start_url: str, script: Script, *, timeout: float = 180) ->
             await leave(page, url_before, timeout)
             script.waited_seconds.setdefault(name, []).append(time.monotonic() - started)
             continue
+        await note_page_frame(page, script)
         await answer(page, name, script)
         await leave(page, url_before, timeout)
     raise AssertionError(f"participant did not reach the payment page; pages seen: {script.pages[-10:]}")
@@ -104,6 +112,38 @@ async def leave(page, url_before: str, timeout: float) -> None:
     await arrive(page, lambda url: url != url_before, timeout)
 
 
+async def note_page_frame(page, script: Script) -> None:
+    """The page's language and oTree's footer, into ``script``."""
+    lang, footer = await page.evaluate(
+        "[document.documentElement.lang, (document.querySelector('.powered-by-otree') || {}).innerText || '']")
+    script.page_languages.add(lang)
+    if footer:
+        script.footers.add(footer.strip())
+
+
+REJECTED_AGE, TYPED_MAJOR = "5", "Economics <i>&amp; law</i>"
+
+
+async def send_rejected_demographics(page, script: Script) -> None:
+    """An age below the field's minimum, sent past the browser's own check (as a browser that
+    does not check would): what the participant sees when the server refuses it."""
+    await page.fill("input[name=age]", REJECTED_AGE)
+    await page.check("input[name=gender][value=male]")
+    await page.fill("input[name=major]", TYPED_MAJOR)
+    await page.evaluate("document.getElementById('form').noValidate = true")
+    await page.click(".otree-btn-next")
+    # The page comes back with its errors (lab-page.js shows the answer as a new document).
+    await page.locator(".otree-form-errors").wait_for(timeout=30_000)
+    script.rejected_demographics = dict(
+        page=PAGE_RE.search(page.url)["page"],
+        banner=" ".join(await page.locator(".otree-form-errors").all_inner_texts()).strip(),
+        age_error=" ".join(await page.locator("#lab-field-age .form-control-errors").all_inner_texts()).strip(),
+        age=await page.input_value("input[name=age]"),
+        gender=await page.evaluate("(document.querySelector('input[name=gender]:checked') || {}).value || ''"),
+        major=await page.input_value("input[name=major]"),
+    )
+
+
 async def answer(page, name: str, script: Script) -> None:
     if name in ("Message1", "Message2"):
         await page.fill("textarea[name^=message_]", script.messages[int(name[-1])])
@@ -133,6 +173,8 @@ async def answer(page, name: str, script: Script) -> None:
         await page.check("input[name=llm_familiarity][value='3']")
         await page.click(".otree-btn-next")
     elif name == "Demographics":
+        if script.reject_age_first:
+            await send_rejected_demographics(page, script)
         await page.fill("input[name=age]", "21")
         await page.check("input[name=gender][value=female]")
         await page.fill("input[name=major]", "Economics")

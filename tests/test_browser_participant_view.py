@@ -1,7 +1,8 @@
 """What participants see, in Chromium, in a Chinese H-H session (the paper's lab): the quiz
 says which answer was wrong and keeps the right ones; the message page's button says 发送 and
 its counter reads 还可输入 N 字; the decision page shows the payoff table and the round's
-messages both ways, as text; money is in 元 with full-width colons."""
+messages both ways, as text; money is in 元 with full-width colons. The server's language is
+English: oTree's own texts and every page's language are the session's all the same."""
 
 import asyncio
 import re
@@ -32,6 +33,9 @@ async def take_part(page, start_url: str, index: int, seen: dict, shots) -> None
     await page.goto(start_url)
     await next_page(page, "Welcome")
     seen["welcome"] = await page.locator(".otree-content").inner_text()
+    seen["frame"] = await page.evaluate(
+        "[document.documentElement.lang, document.querySelector('.powered-by-otree').innerText.trim(),"
+        " document.getElementById('lab-tryout-ribbon').innerText.trim()]")
     await click_next(page)
     await next_page(page, "Rules")
     await click_next(page)
@@ -87,8 +91,8 @@ async def take_part(page, start_url: str, index: int, seen: dict, shots) -> None
 def test_what_participants_see_in_chinese(lab_server, database_url, tmp_path):
     from playwright.async_api import async_playwright
 
-    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="1")
-    session = server.create_session("hh_informed_wc_first", 2)  # defaults: Chinese, 1 round
+    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="1", OTREE_LANGUAGE_CODE="en")
+    session = server.create_session("hh_informed_wc_first", 2, language="zh_hans")  # defaults: 1 round
     codes = [p["code"] for p in session["participants"]]
     seen = [{}, {}]
 
@@ -106,6 +110,9 @@ def test_what_participants_see_in_chinese(lab_server, database_url, tmp_path):
 
     asyncio.run(run())
     first, second = seen
+    # The page's language and oTree's footer are the session's, not the server's; the try-out
+    # server (oTree's debug mode) says what it is.
+    assert first["frame"] == ["zh-Hans", "由oTree提供支持", "试用服务器（调试模式）：不可用于有参与者的实验"]
     # Money in 元, as in the admin; never the code.
     assert "15 元" in first["welcome"] and "CNY" not in first["welcome"]
     # The failed quiz marks the wrong answer, clears it, keeps the right ones.

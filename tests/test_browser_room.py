@@ -45,10 +45,14 @@ def test_cubicles_start_by_themselves_and_a_label_in_use_is_refused(lab_server, 
             await mistyped.locator("#label-in-use").wait_for(timeout=20_000)
             refusal = await mistyped.locator("#label-in-use").inner_text()
             assert "cubicle01" in refusal and "已在另一个浏览器中使用" in refusal
-            # A label that is not in the room's file stays on the welcome page with oTree's message.
+            # A label that is not in the room's file stays on the welcome page with a message in
+            # the room's language (no session yet: the server's).
             await mistyped.goto(room_url + "cubicle99")
             await mistyped.locator("[data-field-error=participant_label]").wait_for(timeout=20_000)
             assert "welcome_page_ok" not in mistyped.url
+            assert (await mistyped.locator("[data-field-error=participant_label]").inner_text()
+                    == "未找到此参与者标签。请检查本隔间电脑的标签，或请实验人员帮助。")
+            assert await mistyped.evaluate("document.documentElement.lang") == "zh-Hans"
 
             # The experimenter creates the session in the room, editing nothing but the config
             # and the number of people present.
@@ -96,10 +100,11 @@ def test_otree_pages_follow_the_lab_language(lab_server):
 def test_a_label_taken_once_the_session_runs_is_refused(lab_server, database_url):
     """The session exists before anyone arrives: the first browser with a label keeps it; the
     same browser comes back to its participant, another browser is refused (browsers are
-    cookie jars here)."""
+    cookie jars here). The room speaks its session's language (English), not the server's."""
     server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="1")
     created = requests.post(f"{server.base_url}/api/sessions", json=dict(
-        session_config_name="hh_informed_wc_first", num_participants=2, room_name="lab"), timeout=60)
+        session_config_name="hh_informed_wc_first", num_participants=2, room_name="lab",
+        modified_session_config_fields=dict(language="en")), timeout=60)
     assert created.ok, created.text[:300]
     first, second = requests.Session(), requests.Session()
     entry = dict(participant_label="cubicle07", welcome_page_ok="1")
@@ -107,6 +112,11 @@ def test_a_label_taken_once_the_session_runs_is_refused(lab_server, database_url
     assert PARTICIPANT_PAGE.search(arrived.url)
     refused = second.get(f"{server.base_url}{ROOM}", params=entry, timeout=30)
     assert refused.status_code == 409 and "cubicle07" in refused.text
+    assert '<html lang="en">' in refused.text and "already in use in another browser" in refused.text
+    unknown = second.post(f"{server.base_url}{ROOM}", json=dict(participant_label="cubicle99"), timeout=30)
+    assert unknown.json()["errors"]["participant_label"].startswith("This participant label was not found.")
+    welcome = second.get(f"{server.base_url}{ROOM}", timeout=30)
+    assert '<html lang="en">' in welcome.text and "Participant label:" in welcome.text
     back = first.get(f"{server.base_url}{ROOM}", params=entry, timeout=30)
     assert back.url == arrived.url
     other_label = second.get(f"{server.base_url}{ROOM}", params=dict(entry, participant_label="cubicle08"), timeout=30)
