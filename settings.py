@@ -9,7 +9,7 @@ import sys
 from os import environ
 
 import protocol
-from lab import i18n
+from lab import i18n, production
 from lab.session_settings import GAME_APPS, config_defaults
 
 if not environ.get("DATABASE_URL", "").strip():
@@ -17,16 +17,9 @@ if not environ.get("DATABASE_URL", "").strip():
     # SQLAlchemy as an invalid URL: it means the default, SQLite in ./db.sqlite3.
     environ.pop("DATABASE_URL", None)
 
-_PRODUCTION = environ.get("OTREE_PRODUCTION", "") not in ("", "0")
-if _PRODUCTION:
+if production.is_production(environ):
     # oTree itself would happily serve an open admin in production; a lab must not.
-    _missing = []
-    if environ.get("OTREE_AUTH_LEVEL") != "STUDY":
-        _missing.append("OTREE_AUTH_LEVEL=STUDY")
-    if not environ.get("OTREE_ADMIN_PASSWORD"):
-        _missing.append("OTREE_ADMIN_PASSWORD")
-    if not environ.get("OTREE_SECRET_KEY"):
-        _missing.append("OTREE_SECRET_KEY")
+    _missing = production.missing_settings(environ)
     if _missing:
         sys.exit(
             "Refusing to start in production mode (OTREE_PRODUCTION is set) without "

@@ -1,4 +1,4 @@
-"""``python -m labserver run|bots|export`` — see README.md."""
+"""``python -m labserver run|preflight|bots|export|bonus`` — see README.md."""
 
 from __future__ import annotations
 
@@ -12,8 +12,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m labserver", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    run = commands.add_parser("run", help="start the lab server (oTree prodserver) and print its address")
+    run = commands.add_parser("run", help="start the server (oTree prodserver) and print its address: a try-out "
+                                          "(oTree's debug mode) unless --lab")
     run.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
+    run.add_argument("--lab", action="store_true",
+                     help="a lab's server: oTree's production mode; refused without OTREE_AUTH_LEVEL=STUDY, "
+                          "OTREE_ADMIN_PASSWORD and OTREE_SECRET_KEY")
+
+    preflight = commands.add_parser("preflight", help="the morning's checks of a lab's server, one line each (ok, "
+                                                      "or what to do); exit status 1 if any failed")
+    preflight.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)),
+                           help="the port the lab's server listens on")
 
     bots = commands.add_parser("bots", help="play a session with oTree's bots (config overrides; never in the "
                                             "lab's database unless --database lab)")
@@ -43,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         from labserver.server import serve
 
-        return serve(args.port)
+        return serve(args.port, lab=args.lab)
+    if args.command == "preflight":
+        from labserver.preflight import main as preflight_main
+
+        return preflight_main(args.port)
     if args.command == "bots":
         from labserver import botrun
 

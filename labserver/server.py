@@ -1,5 +1,12 @@
-"""Start the lab server as a lab runs it: oTree's prodserver (database on disk, page timeouts
-enforced by its timeout worker even for closed tabs), then print where to open it."""
+"""Start the lab server: oTree's prodserver (database on disk, page timeouts enforced by its
+timeout worker even for closed tabs), then print where to open it.
+
+Two modes that cannot be mistaken for each other. ``run`` is the try-out (``make run``): oTree's
+debug mode, no passwords, the admin open; the console says so, and every participant page
+carries a red "try-out server" ribbon (lab/otree_language.py). ``run --lab`` is a lab's server
+(``make lab``): oTree's production mode (no debug panel, "Restart as new participant" or
+"[debug]" in the tab), refused before it starts without the admin login's settings.
+"""
 
 from __future__ import annotations
 
@@ -74,8 +81,45 @@ def database_problem(url: str) -> str | None:
     return None
 
 
-def serve(port: int) -> int:
+def start_banner(port: int, database: str, env: dict, lan: str | None) -> str:
+    """What the console shows once the server answers: a lab's server, or loudly a try-out."""
+    from lab import production
+
+    rule = "=" * 72
+    lines = ["", rule]
+    if production.is_production(env):
+        lines += [f"  LAB SERVER (oTree production mode), database: {database}",
+                  f"  Admin:         http://localhost:{port}/ (user admin, OTREE_ADMIN_PASSWORD)"]
+        if database.startswith("SQLite"):
+            lines.append("  SQLite: for small sessions; a lab of 72 runs on PostgreSQL (DATABASE_URL)")
+        lines.append("  Before participants arrive: .venv/bin/python -m labserver preflight (another terminal)")
+    else:
+        banner = "!" * 72
+        lines += [banner,
+                  "  TRY-OUT SERVER (oTree debug mode): NOT FOR A SESSION WITH PARTICIPANTS",
+                  "  Participant pages show a red try-out ribbon and oTree's debug panel, and the admin",
+                  "  is open to anyone who can reach this machine. A lab runs `make lab` (production",
+                  "  mode, passwords) and `labserver preflight`: docs/running-a-lab.md.",
+                  banner,
+                  f"  Open:          http://localhost:{port}/ (database: {database})"]
+    if lan:
+        lines.append(f"  Cubicle PCs:   http://{lan}:{port}/room/lab")
+    lines += ["  Stop with Ctrl-C", rule, ""]
+    return "\n".join(lines)
+
+
+def serve(port: int, lab: bool = False) -> int:
+    """``lab``: production mode, or nothing started (2) without its settings."""
+    from lab import production
+
     env = dict(os.environ)
+    if lab:
+        env["OTREE_PRODUCTION"] = "1"
+        missing = production.missing_settings(env)
+        if missing:
+            print(f"Not starting the lab server: production mode needs {', '.join(missing)} in the environment "
+                  "(docs/running-a-lab.md, Production mode). To try the lab out instead: make run.", file=sys.stderr)
+            return 2
     if not env.get("DATABASE_URL", "").strip():
         env.pop("DATABASE_URL", None)  # empty means the default: SQLite
         prepare_sqlite()
@@ -91,16 +135,7 @@ def serve(port: int) -> int:
     process = subprocess.Popen(["otree", "prodserver", f"0.0.0.0:{port}"], env=env)
     try:
         if _wait_until_listening(port, process):
-            lan = _lan_address()
-            print("\n" + "=" * 64)
-            print(f"  Lab server running (oTree prodserver, database: {database})")
-            print(f"  Open:            http://localhost:{port}/")
-            if lan:
-                print(f"  Cubicle PCs:     http://{lan}:{port}/room/lab")
-            auth = env.get("OTREE_AUTH_LEVEL") or "none (admin open: set OTREE_AUTH_LEVEL=STUDY for a real session)"
-            print(f"  Admin auth:      {auth}")
-            print("  Stop with Ctrl-C")
-            print("=" * 64 + "\n", flush=True)
+            print(start_banner(port, database, env, _lan_address()), flush=True)
         return process.wait()
     except KeyboardInterrupt:
         process.send_signal(signal.SIGINT)
