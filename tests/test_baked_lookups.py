@@ -4,8 +4,8 @@ on SQLite and PostgreSQL. Run in-process with oTree's own setup and a real datab
 """
 
 import json
-import subprocess
 
+from tests import processes
 from tests.lab_server import PYTHON, lab_env
 
 SCRIPT = r"""
@@ -90,8 +90,8 @@ print("RESULT " + json.dumps(result))
 
 def test_lookups_match_otrees_own_and_compile_once(project_copy, database_url):
     # SQLite ('') is oTree's db.sqlite3 in the project copy, on disk.
-    out = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(database_url), capture_output=True,
-                         text=True, timeout=300)
+    out = processes.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(database_url), capture_output=True,
+                        text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.split("RESULT ", 1)[1])
     assert result["same rows"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import pytest
 import protocol
 from analysis.stats import wilson_interval
 from lab.proposals import proposed_choice
+from tests import processes
 from tests.lab_server import PYTHON, lab_env, run_bots
 
 ROUNDS = 3
@@ -178,7 +178,7 @@ def test_dashboard_numbers_match_a_recount_from_the_exports(project_copy, databa
                           database_url=database, export_dir=tmp_path / config,
                           database="lab")  # kept in the project's database: the dashboards are read from it
         codes[config] = result.stdout.split("Bots completed session ", 1)[1].split()[0]
-    shown_all = subprocess.run(
+    shown_all = processes.run(
         [PYTHON, "-c", DASHBOARDS, *codes.values()], cwd=project_copy, capture_output=True, text=True, timeout=300,
         env=lab_env(database, LAB_MAX_ROUNDS_PER_GAME=str(ROUNDS)))
     assert shown_all.returncode == 0, shown_all.stderr[-3000:]

@@ -13,13 +13,13 @@ import io
 import json
 import os
 import re
-import subprocess
 import zipfile
 
 import pytest
 import requests
 
 from lab.data_package import UNDESCRIBED
+from tests import processes
 from tests.lab_server import PROJECT, PYTHON, lab_env, run_bots
 
 ROUNDS = 2
@@ -43,8 +43,8 @@ def frictionless_executable() -> str:
 
 def _validate(descriptor_path):
     """`frictionless validate datapackage.json`: every file against its hash, bytes, rows and schema."""
-    result = subprocess.run([frictionless_executable(), "validate", "--json", descriptor_path.name],
-                            cwd=descriptor_path.parent, capture_output=True, text=True, timeout=300)
+    result = processes.run([frictionless_executable(), "validate", "--json", descriptor_path.name],
+                           cwd=descriptor_path.parent, capture_output=True, text=True, timeout=300)
     report = json.loads(result.stdout)
     errors = [(task["name"], error["type"], error.get("note")) for task in report["tasks"] for error in task["errors"]]
     assert report["valid"] and result.returncode == 0, (report["errors"], errors[:20])
@@ -106,9 +106,9 @@ def test_bot_sessions_export_a_valid_self_describing_package(project_copy, datab
     assert manifest["provenance"] == "frozen at session creation"
 
     # The same package as one zip from the command line, read from the database.
-    result = subprocess.run([PYTHON, "-m", "labserver", "export", hf, "--out", str(tmp_path / "zips")],
-                            cwd=project_copy, env=lab_env(database_url or "sqlite:///db.sqlite3"),
-                            capture_output=True, text=True, timeout=300)
+    result = processes.run([PYTHON, "-m", "labserver", "export", hf, "--out", str(tmp_path / "zips")],
+                           cwd=project_copy, env=lab_env(database_url or "sqlite:///db.sqlite3"),
+                           capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     unzipped = _unzip((tmp_path / "zips" / f"lab_session_{hf}.zip").read_bytes(), tmp_path / "unzipped")
     single = _validate(unzipped / "datapackage.json")

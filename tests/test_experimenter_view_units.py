@@ -147,12 +147,11 @@ with session_scope():
 
 @pytest.mark.server
 def test_dashboard_mid_session_shows_who_holds_the_round_start(project_copy):
-    import subprocess
-
+    from tests import processes
     from tests.lab_server import PROJECT, PYTHON, lab_env
 
-    result = subprocess.run([PYTHON, "-c", MID_SESSION], cwd=project_copy, capture_output=True, text=True,
-                            timeout=300, env=lab_env(OTREE_IN_MEMORY="1", LAB_MAX_ROUNDS_PER_GAME="3",
+    result = processes.run([PYTHON, "-c", MID_SESSION], cwd=project_copy, capture_output=True, text=True,
+                           timeout=300, env=lab_env(OTREE_IN_MEMORY="1", LAB_MAX_ROUNDS_PER_GAME="3",
                                                         LAB_BENCH_DIR=str(PROJECT / "bench")))
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads(result.stdout.strip().splitlines()[-1])

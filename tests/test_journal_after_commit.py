@@ -9,8 +9,8 @@ recovery puts it on record once, and a committed settle empties the journal.
 """
 
 import json
-import subprocess
 
+from tests import processes
 from tests.lab_server import PYTHON, lab_env
 
 SCRIPT = r"""
@@ -83,8 +83,8 @@ print("RESULT " + json.dumps(result))
 
 def test_a_call_leaves_the_journal_only_when_its_row_is_committed(project_copy, tmp_path, database_url):
     env = lab_env(database_url, LAB_CALL_JOURNAL=str(tmp_path / "journal.sqlite3"))
-    out = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = processes.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=env, capture_output=True, text=True,
+                        timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.split("RESULT ", 1)[1])
     assert result["journaled_before_the_commit"] == ["committed", "lost-commit"]

@@ -11,6 +11,7 @@ import pytest
 
 from lab import i18n
 from labserver.server import database_problem, masked_database_url
+from tests import processes
 from tests.lab_server import PROJECT, PYTHON, free_port, lab_env, run_bots
 
 CJK = "\u4e00-\u9fff"
@@ -28,8 +29,8 @@ def test_lab_language_from_otree_language_code(raw, expected):
 def _settings(**env):
     code = "import settings; print(settings.LANGUAGE_CODE, settings.SESSION_CONFIG_DEFAULTS['language'], " \
            "settings.SESSION_CONFIG_DEFAULTS['rounds_per_game'])"
-    return subprocess.run([PYTHON, "-c", code], cwd=PROJECT, env=lab_env(**env), capture_output=True, text=True,
-                          timeout=60)
+    return processes.run([PYTHON, "-c", code], cwd=PROJECT, env=lab_env(**env), capture_output=True, text=True,
+                         timeout=60)
 
 
 def test_server_language_defaults_to_chinese_and_sessions_follow_it():
@@ -70,9 +71,9 @@ def test_an_unusable_database_url_is_named_without_its_password():
 
 def _start_and_read_banner(project_copy, **env):
     port = free_port()
-    process = subprocess.Popen([PYTHON, "-m", "labserver", "run", "--port", str(port)], cwd=project_copy,
-                               env=lab_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+    process = processes.popen([PYTHON, "-m", "labserver", "run", "--port", str(port)], cwd=project_copy,
+                              env=lab_env(**env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True)
     lines = []
     try:
         deadline = time.monotonic() + 120
@@ -103,7 +104,7 @@ def test_the_banner_masks_the_database_password(project_copy, postgres_url):
     # The test server trusts local connections, so any password opens it.
     with_password = postgres_url.replace("postgresql://postgres@", "postgresql://postgres:not-to-be-shown@")
     output = _start_and_read_banner(project_copy, DATABASE_URL=with_password)
-    assert "Lab server running" in output
+    assert "TRY-OUT SERVER" in output
     assert "not-to-be-shown" not in output and "postgres:***@" in output
 
 

@@ -5,8 +5,8 @@ the same associate twice in a game, the payment app groups each cohort together,
 seated stays alone, and no empty group is left behind."""
 
 import json
-import subprocess
 
+from tests import processes
 from tests.lab_server import PYTHON, lab_env
 from tests.test_online_entry import CODES
 
@@ -56,8 +56,8 @@ print("RESULT " + json.dumps(result))
 
 def test_two_cohorts_paired_within_themselves(project_copy):
     codes = ",".join(f"{k}={v}" for k, v in CODES.items())
-    out = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(CODES=codes), capture_output=True,
-                         text=True, timeout=300)
+    out = processes.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(CODES=codes), capture_output=True,
+                        text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.split("RESULT ", 1)[1])
     assert result["numbers"] == [1, 2]

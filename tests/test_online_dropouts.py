@@ -28,6 +28,7 @@ from collections import Counter
 import pytest
 import requests
 
+from tests import processes
 from tests.admin_client import AUTH_ENV, AdminClient
 from tests.http_participant import PAGE_RE, WAIT_PAGES, HttpParticipant
 from tests.test_online_entry import CODES
@@ -199,7 +200,6 @@ def test_hh_dropout_stand_in_everyone_finishes_and_flags_are_right(lab_server, d
 def analysis_leaves_out_stand_ins(data: dict, folder, excluded: int) -> None:
     """The analysis CLI on these exports: stand-in pair-rounds left out and counted, or kept."""
     import csv
-    import subprocess
     import sys
 
     exports = folder / "exports"
@@ -212,8 +212,8 @@ def analysis_leaves_out_stand_ins(data: dict, folder, excluded: int) -> None:
     kept_rows = {}
     for flag in ([], ["--include-stand-ins"]):
         report = folder / ("report" + "".join(flag))
-        result = subprocess.run([sys.executable, "-m", "analysis", str(exports), "--out", str(report), *flag],
-                                capture_output=True, text=True, timeout=600)
+        result = processes.run([sys.executable, "-m", "analysis", str(exports), "--out", str(report), *flag],
+                               capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr[-2000:]
         said = f"{excluded} stand-in pair-rounds {'kept' if flag else 'excluded'}"
         assert said in result.stdout and said in (report / "report.html").read_text(encoding="utf-8")

@@ -8,12 +8,12 @@ import asyncio
 import csv
 import io
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import requests
 
+from tests import processes
 from tests.admin_client import AUTH_ENV, AdminClient
 from tests.browser_participant import QUIZ_ANSWERS, Script, arrive, intercept_prolific, launch_browser, play
 from tests.lab_server import PYTHON, lab_env
@@ -140,9 +140,9 @@ def test_online_session_from_prolific_link_to_completion_code(lab_server, databa
     again = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}?download=1", timeout=30)
     assert again.text == first.text and "Already paid" in again.headers["X-Lab-Bonus-Note"]
     # The command line reads the same record: the same file, with the warning.
-    out = subprocess.run([PYTHON, "-m", "labserver", "bonus", session["code"], "--out", str(tmp_path)],
-                         cwd=server.workdir, env=lab_env(server.database_url), capture_output=True, text=True,
-                         timeout=120)
+    out = processes.run([PYTHON, "-m", "labserver", "bonus", session["code"], "--out", str(tmp_path)],
+                        cwd=server.workdir, env=lab_env(server.database_url), capture_output=True, text=True,
+                        timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert Path(out.stdout.strip()).read_text() == first.text and "not idempotent" in out.stderr
 

@@ -155,12 +155,11 @@ print("RESULT " + json.dumps(dict(turns=len(futures), done_while_busy=done_while
 
 def test_a_rounds_first_turns_start_after_the_page_requests(project_copy):
     import json
-    import subprocess
-
+    from tests import processes
     from tests.lab_server import PYTHON, lab_env
 
-    out = subprocess.run([PYTHON, "-c", ROUND_START_SCRIPT], cwd=project_copy, env=lab_env(), capture_output=True,
-                         text=True, timeout=300)
+    out = processes.run([PYTHON, "-c", ROUND_START_SCRIPT], cwd=project_copy, env=lab_env(), capture_output=True,
+                        text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.split("RESULT ", 1)[1])
     assert result["turns"] == 4

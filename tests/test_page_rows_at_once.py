@@ -9,8 +9,8 @@ participant sees.
 """
 
 import json
-import subprocess
 
+from tests import processes
 from tests.lab_server import PYTHON, lab_env
 
 SCRIPT = r"""
@@ -61,8 +61,8 @@ def page_rows(load: dict) -> list:
 
 
 def test_a_rendered_page_reads_its_group_subsession_and_session_at_once(project_copy, database_url):
-    out = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(database_url), capture_output=True,
-                         text=True, timeout=300)
+    out = processes.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(database_url), capture_output=True,
+                        text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.split("RESULT ", 1)[1])
     for name in ("first", "reload", "oTree's reads"):

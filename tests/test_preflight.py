@@ -1,13 +1,13 @@
 """``labserver preflight``: a lab's server in production mode on PostgreSQL passes every check,
 and each check that fails says what is wrong and what to do, without printing a secret."""
 
-import subprocess
 import types
 
 import pytest
 import requests
 
 from labserver import preflight
+from tests import processes
 from tests.lab_server import PROJECT, PYTHON, free_port
 
 ADMIN_PASSWORD, SECRET_KEY, REST_KEY, DB_PASSWORD = "admin-pw-7f3a", "secret-key-91c2", "rest-key-55d0", "db-pw-3e8b"
@@ -26,8 +26,8 @@ def test_a_lab_server_passes_every_check_and_shows_participants_no_debug_page(la
                                                                              project_copy):
     database_url = with_password(postgres_url)
     server = lab_server(database_url, **PRODUCTION)
-    result = subprocess.run([PYTHON, "-m", "labserver", "preflight", "--port", str(server.port)], cwd=project_copy,
-                            env=server.env, capture_output=True, text=True, timeout=300)
+    result = processes.run([PYTHON, "-m", "labserver", "preflight", "--port", str(server.port)], cwd=project_copy,
+                           env=server.env, capture_output=True, text=True, timeout=300)
     lines = result.stdout.splitlines()
     assert result.returncode == 0, result.stdout + result.stderr
     checks = lines[:-1]

@@ -1,17 +1,17 @@
 """Production mode refuses to start with an open admin or a secret in code."""
 
-import subprocess
 
 import pytest
 
+from tests import processes
 from tests.lab_server import PROJECT, PYTHON, lab_env
 
 SECRETS = dict(OTREE_AUTH_LEVEL="STUDY", OTREE_ADMIN_PASSWORD="pw-from-env", OTREE_SECRET_KEY="key-from-env")
 
 
 def _import_settings(**env):
-    return subprocess.run([PYTHON, "-c", "import settings"], cwd=PROJECT, env=lab_env(**env),
-                          capture_output=True, text=True, timeout=60)
+    return processes.run([PYTHON, "-c", "import settings"], cwd=PROJECT, env=lab_env(**env),
+                         capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("missing", sorted(SECRETS))

@@ -10,13 +10,13 @@ import csv
 import io
 import json
 import shutil
-import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from lab.manifest import FROZEN, NOT_FROZEN, REDACTED
+from tests import processes
 from tests.lab_server import PROJECT, PYTHON, lab_env, run_bots
 
 ROUNDS = 2
@@ -26,24 +26,24 @@ OPENAI_KEY_TODAY = "sk-test-openai-key-set-after-the-session"
 
 def make_git_project_copy(work: Path) -> Path:
     """The project's files (copied, not linked) in a git repository of their own, committed."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=PROJECT, capture_output=True,
-                           text=True, check=True).stdout.splitlines()
+    files = processes.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=PROJECT, capture_output=True,
+                          text=True, check=True).stdout.splitlines()
     for name in files:
         source = PROJECT / name
         if source.is_file():
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, work / name)
     git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.org"]
-    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=work, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "the lab as the session ran it"], cwd=work, check=True)
+    processes.run(["git", "init", "-q"], cwd=work, check=True)
+    processes.run([*git, "add", "-A"], cwd=work, check=True)
+    processes.run([*git, "commit", "-q", "-m", "the lab as the session ran it"], cwd=work, check=True)
     return work
 
 
 def export_zip(workdir: Path, database_url: str, code: str, out: Path, **env) -> dict:
     """`python -m labserver export CODE --out DIR`; the zip's files by name."""
-    result = subprocess.run([PYTHON, "-m", "labserver", "export", code, "--out", str(out)], cwd=workdir,
-                            env=lab_env(database_url, **env), capture_output=True, text=True, timeout=300)
+    result = processes.run([PYTHON, "-m", "labserver", "export", code, "--out", str(out)], cwd=workdir,
+                           env=lab_env(database_url, **env), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     with zipfile.ZipFile(out / f"lab_session_{code}.zip") as archive:
         return {Path(name).name: archive.read(name) for name in archive.namelist()}
@@ -90,8 +90,8 @@ def _frozen_rows(database_url: str, workdir: Path, code: str) -> list:
 @pytest.mark.server
 def test_prompt_changed_after_the_session_does_not_change_its_manifest(tmp_path, database_url):
     project = make_git_project_copy(tmp_path / "project")
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = processes.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True,
+                           check=True).stdout.strip()
     database_url = database_url or "sqlite:///db.sqlite3"
     at_creation = tmp_path / "at_creation"
     # No OpenAI key at creation: the default model resolves to the simulated one. The session's key

@@ -10,13 +10,13 @@ llm-env`` builds one; ``make test`` does it first). Marked ``real_model``; a few
 from __future__ import annotations
 
 import csv
-import subprocess
 import sys
 from collections import defaultdict
 
 import pytest
 
 from agents.types import CallStatus
+from tests import processes
 from tests.lab_server import PROJECT, run_bots
 from tests.real_model_server import LlamaServer, server_python
 
@@ -177,8 +177,8 @@ context_window = {server.n_ctx}
 max_retries = 1
 request_timeout = 180
 ''', encoding="utf8")
-    result = subprocess.run([sys.executable, "-m", "agents.simulate", str(config), "--no-progress"], cwd=PROJECT,
-                            capture_output=True, text=True, timeout=900)
+    result = processes.run([sys.executable, "-m", "agents.simulate", str(config), "--no-progress"], cwd=PROJECT,
+                           capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "Traceback" not in result.stderr
     assert server.alive()

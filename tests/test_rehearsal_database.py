@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import processes
 from tests.lab_server import PYTHON, LabServer, lab_env, run_bots
 
 BOTS = dict(config="hh_uninformed_wc_first", participants=4, overrides={"rounds_per_game": 1})
@@ -116,14 +117,14 @@ def test_a_sqlite_database_url_is_where_the_rehearsal_lands(lab_folder, tmp_path
 def test_only_database_lab_plays_in_the_lab_database(lab_folder):
     before, sessions_before = lab_files(lab_folder), session_codes(lab_folder / "db.sqlite3")
     # DATABASE_URL naming the lab's own file is refused, with the way to ask for it.
-    refused = subprocess.run([PYTHON, "-m", "labserver", "bots", BOTS["config"], "4", "--set", "rounds_per_game=1"],
-                             cwd=lab_folder, env=lab_env("sqlite:///db.sqlite3"), capture_output=True, text=True,
-                             timeout=600)
+    refused = processes.run([PYTHON, "-m", "labserver", "bots", BOTS["config"], "4", "--set", "rounds_per_game=1"],
+                            cwd=lab_folder, env=lab_env("sqlite:///db.sqlite3"), capture_output=True, text=True,
+                            timeout=600)
     assert refused.returncode != 0 and "--database lab" in refused.stderr, refused.stderr[-2000:]
     assert "delete" not in (refused.stdout + refused.stderr).lower()
     assert lab_files(lab_folder) == before
     # Asked for: the rehearsal is in the lab's database, beside the lab's session.
-    result = subprocess.run([PYTHON, "-m", "labserver", "bots", BOTS["config"], "4", "--set", "rounds_per_game=1",
+    result = processes.run([PYTHON, "-m", "labserver", "bots", BOTS["config"], "4", "--set", "rounds_per_game=1",
                              "--database", "lab"], cwd=lab_folder, env=lab_env(), capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
@@ -143,7 +144,7 @@ def test_dashboard_bench_leaves_the_lab_database_alone(lab_folder, database_url)
     args = [PYTHON, str(bench / "dashboard.py"), "--participants", "4", "--rounds", "1", "--repeat", "1"]
     if database_url:
         args += ["--database-url", database_url]
-    result = subprocess.run(args, cwd=lab_folder, env=lab_env(), capture_output=True, text=True, timeout=600)
+    result = processes.run(args, cwd=lab_folder, env=lab_env(), capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "dashboard data response" in result.stdout, (result.stdout + result.stderr)[-3000:]
     assert lab_files(lab_folder) == before and session_codes(lab_folder / "db.sqlite3") == sessions_before
     if database_url:  # --database-url's database as it was; the bench's own beside it, dropped

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 import pytest
 
+from tests import processes
 from tests.lab_server import PYTHON, lab_env, run_bots
 
 ROUNDS = 2
@@ -63,8 +63,8 @@ def test_replay_flags_random_choices_orders_messages_and_dates_times(project_cop
     hh = _session(project_copy, database, "hh_informed_wc_first", 4)
     hf = _session(project_copy, database, "hf_uninformed_wc_first", 2, llm_provider="simulated",
                   llm_simulated_latency=2, decision_seconds=1)
-    rendered = subprocess.run([PYTHON, "-c", RENDER, hh, hf], cwd=project_copy, capture_output=True, text=True,
-                              timeout=300, env=lab_env(database, LAB_MAX_ROUNDS_PER_GAME=str(ROUNDS)))
+    rendered = processes.run([PYTHON, "-c", RENDER, hh, hf], cwd=project_copy, capture_output=True, text=True,
+                             timeout=300, env=lab_env(database, LAB_MAX_ROUNDS_PER_GAME=str(ROUNDS)))
     assert rendered.returncode == 0, rendered.stderr[-3000:]
     replays = json.loads(rendered.stdout.strip().splitlines()[-1])
 

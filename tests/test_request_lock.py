@@ -6,8 +6,8 @@ tests/test_exports_during_play.py), and only a path that never touches the datab
 files among them) goes without."""
 
 import json
-import subprocess
 
+from tests import processes
 from tests.lab_server import PYTHON, lab_env
 
 SCRIPT = r"""
@@ -64,8 +64,8 @@ print("RESULT" + json.dumps(result))
 
 
 def test_commit_before_response_and_lock_always_released(project_copy, database_url):
-    run = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(database_url), capture_output=True,
-                         text=True, timeout=300)
+    run = processes.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(database_url), capture_output=True,
+                        text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.split("RESULT", 1)[1])
     # oTree's two BaseHTTPMiddleware layers are gone from the server's stack; ours are first

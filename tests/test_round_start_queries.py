@@ -8,8 +8,8 @@ model) with 4 and with 24 participants.
 """
 
 import json
-import subprocess
 
+from tests import processes
 from tests.lab_server import PYTHON, lab_env
 
 SCRIPT = r"""
@@ -72,8 +72,8 @@ print("RESULT " + json.dumps(result))
 
 
 def test_round_start_statements_do_not_grow_with_participants(project_copy):
-    out = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(), capture_output=True, text=True,
-                         timeout=300)
+    out = processes.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(), capture_output=True, text=True,
+                        timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.split("RESULT ", 1)[1])
     for game, first in (("WC", "message_1"), ("WoC", "decision")):
@@ -140,8 +140,8 @@ def test_wait_pages_ask_the_session_once_and_find_oTrees_participants(project_co
     """A round start and the payment's wait ask ``wait_for_all_groups`` about nine times a request;
     the answer (the lab: the whole session; online: the group) costs no query after the first,
     not even after a commit mid-request (the session's row was read again then), and the participants the page waits for are those of oTree's own query."""
-    out = subprocess.run([PYTHON, "-c", WAIT_PAGE_SCRIPT], cwd=project_copy, env=lab_env(), capture_output=True,
-                         text=True, timeout=300)
+    out = processes.run([PYTHON, "-c", WAIT_PAGE_SCRIPT], cwd=project_copy, env=lab_env(), capture_output=True,
+                        text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.split("RESULT ", 1)[1])
     for name in ("RoundStart", "AllFinished"):

@@ -21,6 +21,7 @@ from agents.simulate import load_config, run_simulation
 from agents.simulate.config import SimulationConfig
 from agents.simulate.replay import run_replay
 from agents.simulate.store import RunStore
+from tests import processes
 from tests.fake_llm_server import FakeLLMServer, default_reply
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,9 +138,9 @@ def test_killed_run_resumes_without_repeating_a_call(tmp_path, monkeypatch):
         server.reset()
         server.set(latency=0.05, reply=varied_reply)
         killed = write_config(tmp_path / "killed.toml", name="killed", output_dir=tmp_path, model=model)
-        process = subprocess.Popen([sys.executable, "-m", "agents.simulate", str(killed), "--no-progress"],
-                                   env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = processes.popen([sys.executable, "-m", "agents.simulate", str(killed), "--no-progress"],
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         games = tmp_path / "killed" / "games.jsonl"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (not games.exists() or games.read_text().count("\n") < 8):

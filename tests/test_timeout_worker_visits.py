@@ -11,8 +11,8 @@ tests/test_round_start_moves_everyone_on.py.
 """
 
 import json
-import subprocess
 
+from tests import processes
 from tests.lab_server import PYTHON, lab_env
 
 SCRIPT = r"""
@@ -48,8 +48,8 @@ print("RESULT " + json.dumps(visited))
 
 
 def test_the_worker_visits_only_participants_whose_page_was_not_shown(project_copy):
-    out = subprocess.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(), capture_output=True, text=True,
-                         timeout=300)
+    out = processes.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(), capture_output=True, text=True,
+                        timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     visited = json.loads(out.stdout.split("RESULT ", 1)[1])
     assert visited == ["closed_tab", "not_yet_shown", "on_wait_page"]
