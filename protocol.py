@@ -3,7 +3,7 @@
 Every number a lab may want to change is here once: payoffs, stage limits, rounds,
 payment, questionnaire items. oTree apps, the agents, the simulations and the analysis
 all read these names; session configs override the defaults per session (see
-``settings.py``). Source: ../shared/PROTOCOL.md and the paper's SI Notes 1 and 5.
+``settings.py``). Source: docs/protocol.md and the paper's SI Notes 1 and 5.
 
 This module imports nothing from oTree so that ``agents`` and ``analysis`` can use it.
 """

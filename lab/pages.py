@@ -37,7 +37,7 @@ def texts_for(player) -> dict:
 
 
 def associates_wording(p: SessionParams) -> str:
-    """How page 3 names the associates (PROTOCOL.md, Treatments): never a falsehood."""
+    """How page 3 names the associates (docs/protocol.md, Treatments): never a falsehood."""
     if not p.informed:
         key = "common_associate_either"
     elif p.associate_type == "human":

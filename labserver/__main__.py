@@ -15,6 +15,8 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser("run", help="start the server (oTree prodserver) and print its address: a try-out "
                                           "(oTree's debug mode) unless --lab")
     run.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
+    run.add_argument("--host", default="0.0.0.0",
+                     help="the address to listen on (default: every interface; 127.0.0.1 behind a reverse proxy)")
     run.add_argument("--lab", action="store_true",
                      help="a lab's server: oTree's production mode; refused without OTREE_AUTH_LEVEL=STUDY, "
                           "OTREE_ADMIN_PASSWORD and OTREE_SECRET_KEY")
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         from labserver.server import serve
 
-        return serve(args.port, lab=args.lab)
+        return serve(args.port, lab=args.lab, host=args.host)
     if args.command == "preflight":
         from labserver.preflight import main as preflight_main
 

@@ -108,8 +108,9 @@ def start_banner(port: int, database: str, env: dict, lan: str | None) -> str:
     return "\n".join(lines)
 
 
-def serve(port: int, lab: bool = False) -> int:
-    """``lab``: production mode, or nothing started (2) without its settings."""
+def serve(port: int, lab: bool = False, host: str = "0.0.0.0") -> int:
+    """``lab``: production mode, or nothing started (2) without its settings. ``host``: the
+    address to listen on (127.0.0.1 behind a reverse proxy on the same machine)."""
     from lab import production
 
     env = dict(os.environ)
@@ -132,10 +133,11 @@ def serve(port: int, lab: bool = False) -> int:
     # prodserver starts `otree` by name for its timeout worker: the venv's bin must be on PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     database = masked_database_url(env["DATABASE_URL"]) if env.get("DATABASE_URL") else "SQLite (./db.sqlite3)"
-    process = subprocess.Popen(["otree", "prodserver", f"0.0.0.0:{port}"], env=env)
+    process = subprocess.Popen(["otree", "prodserver", f"{host}:{port}"], env=env)
     try:
         if _wait_until_listening(port, process):
-            print(start_banner(port, database, env, _lan_address()), flush=True)
+            lan = _lan_address() if host == "0.0.0.0" else None  # behind a proxy: the proxy's address
+            print(start_banner(port, database, env, lan), flush=True)
         return process.wait()
     except KeyboardInterrupt:
         process.send_signal(signal.SIGINT)

@@ -1,5 +1,5 @@
 """The payment page: show-up fee + rate x points of both games + a bonus per norm estimate in
-the true interval (PROTOCOL.md, Payment). It waits for everyone, because the true
+the true interval (docs/protocol.md, Payment). It waits for everyone, because the true
 cooperation rate of the *other* participants is known only when all have played.
 
 oTree's own payments page shows the same total: game points are the players' payoffs, the
@@ -103,7 +103,7 @@ def creating_session(subsession: Subsession):
 
 def settle_payments(subsession: Subsession = None, group: Group = None):
     """After everyone finished (online H-H: everyone of the cohort): true norms, bonuses and
-    payouts (PROTOCOL.md, Payment)."""
+    payouts (docs/protocol.md, Payment)."""
     players = (subsession if subsession is not None else group).get_players()
     if subsession is None:
         subsession = group.subsession

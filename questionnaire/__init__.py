@@ -1,4 +1,4 @@
-"""Questionnaires 1-7 (PROTOCOL.md): norm estimates, perception of the associates, the 7C
+"""Questionnaires 1-7 (docs/protocol.md): norm estimates, perception of the associates, the 7C
 communication quality, "my associates were humans" (label-uninformed sessions only),
 familiarity with LLMs, the SVO slider measure (angle and category computed) and demographics.
 """

@@ -1,7 +1,7 @@
 """Similarity signals: LLM agents in one-shot social dilemmas told how similar they are.
 
-The testbed of ../shared/seeds/003_c9067e258d947548.txt on the lab's agents, providers and
-records. ``python -m agents.similarity CONFIG --out DIR``; design in docs/similarity.md.
+The testbed of the similarity-signal experiment (docs/protocol.md, Similarity signals) on the
+lab's agents, providers and records. ``python -m agents.similarity CONFIG --out DIR``; design in docs/similarity.md.
 """
 
 from .config import SimilarityConfig, load_config

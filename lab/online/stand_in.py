@@ -22,7 +22,7 @@ participant but the round starts, which count them as arrived.
 
 ``stand_in = none``: the partner finishes each of the seat's remaining pair-rounds alone: the
 seat sends no message and its choice is random, flagged ``timed_out``, exactly as a late
-participant's (PROTOCOL.md); the partner is paid by the payoff table against it, and these
+participant's (docs/protocol.md, One round); the partner is paid by the payoff table against it, and these
 pair-rounds are marked ``dropout = "alone"``; the partner's outcome becomes ``partner_dropped``.
 """
 
