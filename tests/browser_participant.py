@@ -113,9 +113,15 @@ async def leave(page, url_before: str, timeout: float) -> None:
 
 
 async def note_page_frame(page, script: Script) -> None:
-    """The page's language and oTree's footer, into ``script``."""
-    lang, footer = await page.evaluate(
-        "[document.documentElement.lang, (document.querySelector('.powered-by-otree') || {}).innerText || '']")
+    """The page's language and oTree's footer, into ``script`` (nothing if the page is already
+    going: a timed page submitting itself)."""
+    from playwright.async_api import Error
+
+    try:
+        lang, footer = await page.evaluate(
+            "[document.documentElement.lang, (document.querySelector('.powered-by-otree') || {}).innerText || '']")
+    except Error:
+        return
     script.page_languages.add(lang)
     if footer:
         script.footers.add(footer.strip())
