@@ -1,9 +1,11 @@
 """The paper's figures with matplotlib (Agg: no display needed). Each function returns a Figure.
 
 Conventions, so a journal takes them as they are:
-- uncertainty is shown: 95 % Wilson intervals for rates (R's ``prop.test(x, n, correct = FALSE)``),
-  95 % t intervals for means (R's ``t.test``), a 95 % band around the Fig. 3 curve;
-- every group says its n;
+- uncertainty is shown: 95 % Wilson intervals for rates (R's ``prop.test(x, n, correct = FALSE)``;
+  for a mean of rates over its units, analysis.stats.rate_interval), so a rate's interval stays in
+  [0, 1]; 95 % t intervals for means of ratings (R's ``t.test``), a 95 % band around the Fig. 3 curve;
+- every group says its n, and where an interval rests on fewer than ``FEW`` units the n is
+  written beside it in red, so a wide interval is read as few data, not as a finding;
 - a group without data is drawn as missing ("no data"), never as a 0 bar;
 - panels carry the paper's letters (A, B); the report writes PNG, SVG and PDF.
 """
@@ -22,7 +24,8 @@ from matplotlib.patches import Patch  # noqa: E402
 
 import protocol  # noqa: E402
 from analysis.load import MOTIVES, PERCEPTION_COLUMNS  # noqa: E402
-from analysis.stats import mean_interval, wilson_interval  # noqa: E402
+from analysis.stats import mean_interval, rate_interval  # noqa: E402
+from intervals import wilson_interval  # noqa: E402
 
 TREATMENT_COLOURS = {"H-H": "#7f7f7f", "H-F": "#2ca02c", "H-C": "#1f77b4", "H-S": "#d62728"}
 TREATMENT_MARKERS = {"H-H": "D", "H-F": "o", "H-C": "^", "H-S": "s"}
@@ -30,6 +33,8 @@ PERSONA_TREATMENT = {"fair": "H-F", "cooperative": "H-C", "selfish": "H-S"}
 plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 9,
                      "ytick.labelsize": 9, "legend.fontsize": 8, "svg.fonttype": "none", "pdf.fonttype": 42})
 CI_NOTE = "error bars: 95 % CI"
+FEW = 10  # an interval over fewer units (participants, agents) has its n written beside it
+FEW_COLOUR = "#b00000"
 
 
 def panel_letter(axis, letter: str) -> None:
@@ -48,18 +53,29 @@ def _missing(axis, x: float, y: float = 0.02, text: str = "no data") -> None:
               transform=axis.get_xaxis_transform())
 
 
-def _mean_with_interval(axis, position: float, values: np.ndarray, colour: str = "black") -> None:
-    low, high = mean_interval(values)
+def few_units_label(axis, x: float, y: float, n: int, **text_options) -> None:
+    """"n = 2" in red at (x, y) when n is under FEW: the interval beside it rests on few units."""
+    if 0 < n < FEW:
+        axis.text(x, y, f"n = {n}", color=FEW_COLOUR, fontsize=7, fontweight="bold", zorder=5,
+                  **{"ha": "left", "va": "center", **text_options})
+
+
+def _mean_with_interval(axis, position: float, values: np.ndarray, colour: str = "black",
+                        interval=mean_interval) -> None:
+    low, high = interval(values)
     mean = float(np.mean(values))
     if np.isnan(low):
         axis.plot([position], [mean], marker="D", color=colour, markeredgecolor="black", zorder=4)
     else:
         axis.errorbar([position], [mean], yerr=_yerr(mean, low, high), fmt="D", color=colour,
                       markeredgecolor="black", ecolor="black", capsize=3, zorder=4)
+    few_units_label(axis, position + 0.08, mean, len(values))
 
 
-def _boxes_with_points(axis, samples: list[pd.Series], labels: list[str], colours: list[str]) -> None:
-    """Box plot, the points, and the mean with its 95 % t interval; n under each label."""
+def _boxes_with_points(axis, samples: list[pd.Series], labels: list[str], colours: list[str],
+                       interval=mean_interval) -> None:
+    """Box plot, the points, and the mean with its 95 % interval (``interval``: the t interval of
+    ratings, or rate_interval for rates); n under each label, and beside the mean where few."""
     positions = np.arange(1, len(samples) + 1)
     jitter = np.random.default_rng(0)  # seeded: the same data draws the same figure
     names = []
@@ -72,7 +88,7 @@ def _boxes_with_points(axis, samples: list[pd.Series], labels: list[str], colour
         axis.boxplot([values], positions=[position], widths=0.5, showfliers=False)
         axis.scatter(position + jitter.uniform(-0.18, 0.18, len(values)), values, s=8, alpha=0.45, color=colour,
                      zorder=2)
-        _mean_with_interval(axis, position + 0.3, values, colour)
+        _mean_with_interval(axis, position + 0.3, values, colour, interval)
     axis.set_xticks(positions, names)
     axis.set_xlim(0.4, len(samples) + 0.7)
 
@@ -82,15 +98,16 @@ def cooperation(humans: pd.DataFrame, agents: pd.DataFrame, treatments: tuple[st
     """Fig. 1 / S16: participants' (A) and agents' (B) WC cooperation rates."""
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4), gridspec_kw={"width_ratios": [4, 3]})
     _boxes_with_points(left, [humans.loc[humans["treatment"] == t, "cooperation_rate_WC"] for t in treatments],
-                       list(treatments), [TREATMENT_COLOURS.get(t, "grey") for t in treatments])
+                       list(treatments), [TREATMENT_COLOURS.get(t, "grey") for t in treatments], rate_interval)
     left.set(title="Participants", ylabel="Cooperation rate (WC game)", ylim=(-0.05, 1.05))
     _boxes_with_points(right, [agents.loc[agents["persona"] == p, "cooperation_rate_WC"] for p in personas],
                        [f"{p} agents" for p in personas],
-                       [TREATMENT_COLOURS.get(PERSONA_TREATMENT.get(p, ""), "grey") for p in personas])
+                       [TREATMENT_COLOURS.get(PERSONA_TREATMENT.get(p, ""), "grey") for p in personas], rate_interval)
     right.set(title="Agents", ylim=(-0.05, 1.05))
     panel_letter(left, "A")
     panel_letter(right, "B")
-    figure.text(0.99, 0.01, "diamonds: mean with 95 % t CI", ha="right", va="bottom", fontsize=7, color="#444")
+    figure.text(0.99, 0.01, f"diamonds: mean with 95 % Wilson CI over the participants (agents); n in red beside "
+                f"it where under {FEW}", ha="right", va="bottom", fontsize=7, color="#444")
     figure.tight_layout()
     return figure
 
@@ -246,8 +263,9 @@ def likert_boxes(humans: pd.DataFrame, columns: tuple[str, ...], prefix: str, tr
 
 
 def norms_cooperation(cooperation_by_norm: pd.DataFrame) -> Figure:
-    """Fig. S2 / S24: mean WC cooperation (95 % t CI) per norm-estimate group and treatment; an
-    empty treatment × group is drawn as missing."""
+    """Fig. S2 / S24: mean WC cooperation (95 % Wilson CI over the participants) per norm-estimate
+    group and treatment, n above each bar (in red under FEW); an empty treatment × group is drawn
+    as missing."""
     figure, axis = plt.subplots(figsize=(9, 4.6))
     groups = list(dict.fromkeys(cooperation_by_norm.sort_values("norm_group")["norm_group"]))
     treatments = [t for t in TREATMENT_COLOURS if t in set(cooperation_by_norm["treatment"])]
@@ -266,13 +284,15 @@ def norms_cooperation(cooperation_by_norm: pd.DataFrame) -> Figure:
                 axis.errorbar([position], [row["mean"]], yerr=_yerr(row["mean"], low, high),
                               fmt="none", ecolor="black", capsize=2)
             top = high if not pd.isna(high) else row["mean"]
-            axis.text(position, min(top, 1.0) + 0.02, f"{int(row['participants'])}", ha="center", va="bottom",
-                      fontsize=7)
+            n = int(row["participants"])
+            few = n < FEW
+            axis.text(position, min(top, 1.0) + 0.02, f"{n}", ha="center", va="bottom", fontsize=7,
+                      color=FEW_COLOUR if few else "black", fontweight="bold" if few else "normal")
     axis.set_xticks(np.arange(len(groups)), groups)
     axis.set(xlabel="Norm estimate (others' cooperation)", ylabel="Mean cooperation rate (WC)", ylim=(0, 1.12))
     axis.legend(handles=[Patch(facecolor=TREATMENT_COLOURS[t], edgecolor="black", label=t) for t in treatments],
                 loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                title="numbers: n\nerror bars: 95 % t CI", title_fontsize=7)
+                title=f"numbers: n (red: under {FEW})\nerror bars: 95 % Wilson CI", title_fontsize=7)
     figure.tight_layout()
     return figure
 
@@ -285,7 +305,8 @@ def believed_human(humans: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
     axis.axhline(0, color="#999", linewidth=0.8, linestyle="--", zorder=0)
     axis.set(ylabel="\"My associates were humans\" (−3..3)",
              ylim=(protocol.LIKERT_MIN - 0.4, protocol.LIKERT_MAX + 0.4))
-    figure.text(0.99, 0.01, "diamonds: mean with 95 % t CI", ha="right", va="bottom", fontsize=7, color="#444")
+    figure.text(0.99, 0.01, f"diamonds: mean with 95 % t CI; n in red beside it where under {FEW}", ha="right",
+                va="bottom", fontsize=7, color="#444")
     figure.tight_layout()
     return figure
 

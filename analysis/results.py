@@ -22,6 +22,7 @@ from analysis.comparisons import (AGENT_TREATMENTS, MANN_WHITNEY_COLUMNS, PAPER_
 from analysis.load import BREACH_CHECKS, MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports, Problem
 from analysis.overview import annotation_section, overview_section
 from analysis.simulation import SIMULATION_TREATMENT, simulation_section
+from intervals import wilson_interval
 
 PAPER_GLM_DEGREE = {"informed": 3, "uninformed": 4}  # Fig. 3 cubic, Fig. S19 quartic
 PAPER_REFERENCES = {  # (informed, uninformed)
@@ -58,11 +59,15 @@ class Analysis:
 
 
 SUMMARY_COLUMNS = ["who", "group", "game", "n", "mean", "sd", "median", "ci_low", "ci_high"]
+RATE_INTERVAL_NOTE = ("ci_low and ci_high of a mean cooperation rate: the 95 % Wilson score interval over the "
+                      "participants (agents), R's prop.test(sum(rates), length(rates), correct = FALSE)$conf.int. "
+                      "It stays within 0..1 however few they are, and is conservative where their rates lie close "
+                      "together (it allows the widest spread rates with that mean can have).")
 RATE_COLUMNS = ["dimension", "treatment", "count", "of", "percentage", "ci_low_percentage", "ci_high_percentage"]
 
 
-def _interval_columns(values: pd.Series) -> dict[str, float]:
-    low, high = stats.mean_interval(values)
+def _rate_interval_columns(rates: pd.Series) -> dict[str, float]:
+    low, high = stats.rate_interval(rates)
     return {"ci_low": low, "ci_high": high}
 
 
@@ -95,14 +100,15 @@ def cooperation_section(participants: pd.DataFrame, agents: pd.DataFrame, label_
             if not rates.empty:
                 summary.append({"who": "participants", "group": treatment, "game": game, "n": len(rates),
                                 "mean": rates.mean(), "sd": rates.std(), "median": rates.median(),
-                                **_interval_columns(rates)})
+                                **_rate_interval_columns(rates)})
         for persona in PERSONA_ORDER:
             rates = lab_agents.loc[lab_agents["persona"] == persona, f"cooperation_rate_{game}"].dropna()
             if not rates.empty:
                 summary.append({"who": "agents", "group": persona, "game": game, "n": len(rates),
                                 "mean": rates.mean(), "sd": rates.std(), "median": rates.median(),
-                                **_interval_columns(rates)})
+                                **_rate_interval_columns(rates)})
     section.tables["cooperation_rates"] = pd.DataFrame(summary, columns=SUMMARY_COLUMNS)
+    section.notes.append(RATE_INTERVAL_NOTE)
     for game in protocol.GAMES:
         section.tables[f"participants_pairwise_{game}"] = pairwise_mann_whitney(
             humans, f"cooperation_rate_{game}", "treatment", treatments, section.notes if game == "WC" else [],
@@ -159,7 +165,7 @@ def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_s
         for treatment in treatments:
             if treatment in table.index:
                 successes, trials = table.loc[treatment, ["successes", "trials"]]
-                low, high = stats.wilson_interval(int(successes), int(trials))
+                low, high = wilson_interval(int(successes), int(trials))
                 rates.append({"dimension": dimension, "treatment": treatment, "count": int(successes),
                               "of": int(trials), "percentage": 100 * successes / trials if trials else np.nan,
                               "ci_low_percentage": 100 * low, "ci_high_percentage": 100 * high})
@@ -273,12 +279,13 @@ def norms_cooperation_section(participants: pd.DataFrame, label_setting: str) ->
     humans["norm_group"] = humans["norm_estimate_WC"].clip(upper=3).astype(int).map(NORM_GROUP_LABELS)
     by_norm = (humans.groupby(["norm_group", "treatment"])["cooperation_rate_WC"]
                .agg(participants="size", mean="mean", sd="std").reset_index())
-    intervals = [stats.mean_interval(humans.loc[(humans["norm_group"] == g) & (humans["treatment"] == t),
+    intervals = [stats.rate_interval(humans.loc[(humans["norm_group"] == g) & (humans["treatment"] == t),
                                                 "cooperation_rate_WC"]) for g, t in zip(by_norm["norm_group"],
                                                                                        by_norm["treatment"])]
     by_norm["ci_low"] = [low for low, _ in intervals]
     by_norm["ci_high"] = [high for _, high in intervals]
     section.tables["cooperation_by_norm"] = by_norm
+    section.notes.append(RATE_INTERVAL_NOTE)
     parts = []
     for group in NORM_GROUP_LABELS.values():
         subset = humans[humans["norm_group"] == group]
@@ -330,7 +337,7 @@ def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_se
             if values.empty:
                 continue
             yes = int(values.astype(bool).sum())
-            low, high = stats.wilson_interval(yes, len(values))
+            low, high = wilson_interval(yes, len(values))
             checks.append({"persona": persona, "check": check, "ratings": len(values), "yes": yes,
                            "percentage": 100 * yes / len(values), "ci_low_percentage": 100 * low,
                            "ci_high_percentage": 100 * high})

@@ -5,8 +5,9 @@ A model is an arm of the run's config, named by its ``label`` (the decisions' ``
 and the session code ``<run>-<label>``), never by the provider's model name: two arms of one
 model (a temperature or memory sweep) are two rows. An agent is one agent of one arm, matchup
 and repeat — each repeat starts fresh agents, so the same id in another repeat is another
-agent — and intervals are over agents (95 % t intervals of the mean of their rates, as the
-analysis gives the participants' and the lab agents' rates), never over pooled decisions.
+agent — and intervals are over agents (the 95 % Wilson interval of the mean of their rates,
+analysis.stats.rate_interval, as the analysis gives the participants' and the lab agents'
+rates), never over pooled decisions.
 """
 
 from __future__ import annotations
@@ -38,11 +39,11 @@ def agent_rates(decisions: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarise(rates: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per group of ``keys``: agents (n), their decisions, and the mean, SD, median and 95 % t
-    interval (R's ``t.test(rates)$conf.int``) of their cooperation rates."""
+    """Per group of ``keys``: agents (n), their decisions, and the mean, SD, median and 95 %
+    interval (Wilson over the agents: analysis.stats.rate_interval) of their cooperation rates."""
     rows = []
     for values, group in rates.groupby(keys, sort=False):
-        low, high = stats.mean_interval(group["cooperation_rate"])
+        low, high = stats.rate_interval(group["cooperation_rate"])
         rows.append([*values, len(group), int(group["decisions"].sum()), group["cooperation_rate"].mean(),
                      group["cooperation_rate"].std(), group["cooperation_rate"].median(), low, high])
     return pd.DataFrame(rows, columns=keys + SUMMARY_COLUMNS)
@@ -52,7 +53,8 @@ def simulation_section(sides: pd.DataFrame, decisions: pd.DataFrame):
     section = Section("simulation", "Agent-vs-agent simulations", "SI Note 4 (Fig. S22A and B, Fig. S23)")
     section.notes.append("Agents of the simulation lab (treatment A-A), per model (the config's label) and "
                          "persona. An agent is one agent of one repeat (each repeat starts fresh agents); means "
-                         "and 95 % t intervals are over agents; the simulation lab draws its own figures.")
+                         "and their 95 % Wilson intervals are over agents; the simulation lab draws its own "
+                         "figures.")
     rates = agent_rates(decisions)
     section.tables["cooperation_rates"] = summarise(rates, ["model", "persona", "game"])
     parts = []

@@ -18,7 +18,6 @@ agreement after which at least one side chose B.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import threading
 import time
@@ -26,6 +25,7 @@ from collections import Counter, defaultdict
 
 import protocol
 from agents.types import CallStatus, TurnStatus
+from intervals import wilson_interval
 from lab import app_registry, interventions, pause
 from lab.online.config import is_online
 from lab.online.exit import on_last_page
@@ -44,7 +44,6 @@ QUIZ_STUCK_FAILED_ATTEMPTS = 3
 QUIZ_STUCK_SECONDS = 300
 ANSWERED = CallStatus.OK.value  # a model call whose reply came back and was read
 FALLBACK = TurnStatus.FALLBACK.value
-_Z95 = statistics.NormalDist().inv_cdf(0.975)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -209,22 +208,10 @@ def _columns(Player, session, Model, *columns):
     return query.filter(Player.session_id == session.id).with_entities(Player.round_number, *columns).all()
 
 
-def wilson_interval(successes: int, trials: int) -> tuple[float, float] | None:
-    """95 % Wilson score interval of a rate: R's ``prop.test(x, n, correct = FALSE)$conf.int``, the
-    interval analysis.stats.wilson_interval gives (computed here without scipy: the server
-    does not import the analysis)."""
-    if not trials:
-        return None
-    p = successes / trials
-    centre = (p + _Z95 ** 2 / (2 * trials)) / (1 + _Z95 ** 2 / trials)
-    half = _Z95 * math.sqrt(p * (1 - p) / trials + _Z95 ** 2 / (4 * trials ** 2)) / (1 + _Z95 ** 2 / trials)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def rate_series(counts: dict, reached: set) -> dict:
     """Per round: successes, trials, the rate and its 95 % Wilson interval (None: no trials)."""
     rounds = sorted(counts)
-    intervals = [wilson_interval(*counts[r]) for r in rounds]
+    intervals = [wilson_interval(*counts[r]) if counts[r][1] else None for r in rounds]
     return dict(
         successes=[counts[r][0] if r in reached else None for r in rounds],
         trials=[counts[r][1] if r in reached else None for r in rounds],

@@ -650,3 +650,49 @@ def test_a_degenerate_comparison_is_not_defined_in_tables_and_report(export_dir,
     assert row["W"] == row["n1"] * row["n2"] / 2
     assert np.isnan(row["p_value"]) and np.isnan(row["cohens_d"])
     assert "not defined" in (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_mean_rate_of_two_agents_has_an_interval_inside_0_1_and_the_figure_says_n(tmp_path):
+    """Two fair agents at 0.5 and 1 (and two participants): the t interval would run from −2.43
+    to 3.93 (R: t.test(c(0.5, 1))); a rate's interval is Wilson over the agents, and Fig. 1
+    writes n = 2 beside it."""
+    import matplotlib.pyplot as plt
+
+    keys = {"session_code": "s1", "treatment": "H-F", "associate_type": "fair", "label_setting": "informed",
+            "game_order": "WC-WoC", "source": "lab", "game": "WC", "game_index": 1, "timed_out": False,
+            "payoff": 0, "associate_payoff": 0, "decided_at": 0.0}
+    rows = []
+    for round_number, choices in ((1, {"agent-1": "A", "agent-2": "A"}), (2, {"agent-1": "B", "agent-2": "A"})):
+        for pair, (agent, human) in enumerate((("agent-1", "hum1"), ("agent-2", "hum2"))):
+            conversation = f"s1-WC-r{round_number}-{pair}"
+            for code, kind, choice, other, other_kind, other_choice in (
+                    (agent, "agent", choices[agent], human, "human", "A"),
+                    (human, "human", "A", agent, "agent", choices[agent])):
+                rows.append({**keys, "round": round_number, "player_code": code, "player_kind": kind,
+                             "persona": "fair" if kind == "agent" else "", "associate_code": other,
+                             "associate_kind": other_kind, "conversation_id": conversation, "choice": choice,
+                             "associate_choice": other_choice})
+    simulated = [{**row, "session_code": "sim-1", "treatment": "A-A", "source": "simulation",
+                  "conversation_id": "sim-" + row["conversation_id"], "player_kind": "agent",
+                  "associate_kind": "agent"} for row in rows if row["player_kind"] == "agent"]
+    pd.DataFrame(rows + simulated).to_csv(tmp_path / "decisions.csv", index=False)
+    analysis = analyse(load_exports(tmp_path))
+    # R: prop.test(1.5, 2, correct = FALSE)$conf.int -> 0.197867455762311 0.973322657991015
+    r_interval = (0.197867455762311, 0.973322657991015)
+    rates = section(analysis, "cooperation").tables["cooperation_rates"]
+    agents = rates[(rates["who"] == "agents") & (rates["game"] == "WC")].iloc[0]
+    assert (agents["n"], agents["mean"]) == (2, 0.75)
+    assert (agents["ci_low"], agents["ci_high"]) == pytest.approx(r_interval, rel=1e-12)
+    humans = rates[(rates["who"] == "participants") & (rates["game"] == "WC")].iloc[0]
+    # R: prop.test(2, 2, correct = FALSE)$conf.int -> 0.342380227506653 1
+    assert (humans["ci_low"], humans["ci_high"]) == pytest.approx((0.342380227506653, 1.0), rel=1e-12)
+    simulation = next(s for s in analysis.sections if s.key == "simulation").tables["cooperation_rates"]
+    fair = simulation[simulation["game"] == "WC"].iloc[0]
+    assert (fair["ci_low"], fair["ci_high"]) == pytest.approx(r_interval, rel=1e-12)
+    figure = section(analysis, "cooperation").figures["fig1_cooperation"]()
+    for axis in figure.axes:  # participants (A) and agents (B): n = 2 beside the mean, in red
+        few = [t for t in axis.texts if t.get_text() == "n = 2"]
+        assert len(few) == 1 and few[0].get_color() == "#b00000"
+        bars = [line for line in axis.lines if len(line.get_ydata()) == 2]  # the interval's vertical line
+        assert all(0 <= y <= 1 for line in bars for y in line.get_ydata())
+    plt.close(figure)

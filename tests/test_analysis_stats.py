@@ -223,16 +223,21 @@ def test_spearman_is_rs_cor_test():
         pytest.approx(0.738095238095238)
 
 
-def test_wilson_interval_is_rs_prop_test_without_correction():
-    # R: prop.test(7, 20, correct = FALSE)$conf.int -> 0.181191824101082 0.567145723314764
-    assert stats.wilson_interval(7, 20) == pytest.approx((0.181191824101082, 0.567145723314764), rel=1e-9)
-    # R: prop.test(3, 10, correct = FALSE)$conf.int -> 0.107791267406301 0.603221852538855
-    assert stats.wilson_interval(3, 10) == pytest.approx((0.107791267406301, 0.603221852538855), rel=1e-9)
-    # R: prop.test(0, 12, correct = FALSE)$conf.int -> 0 0.242494006655241
-    assert stats.wilson_interval(0, 12) == pytest.approx((0.0, 0.242494006655241), rel=1e-9, abs=1e-15)
-    # R: prop.test(12, 12, correct = FALSE)$conf.int -> 0.757505993344759 1
-    assert stats.wilson_interval(12, 12) == pytest.approx((0.757505993344759, 1.0), rel=1e-9)
-    assert all(math.isnan(v) for v in stats.wilson_interval(0, 0))
+# R: f <- function(r) suppressWarnings(prop.test(sum(r), length(r), correct = FALSE))$conf.int
+@pytest.mark.parametrize("rates, low, high", [
+    ([0.5, 1], 0.197867455762311, 0.973322657991015),  # t.test(c(0.5, 1)): -2.42655118404367 3.92655118404367
+    ([0.2, 0.4, 0.4, 0.9, 0.5], 0.159262368678587, 0.818116929912740),
+    ([1, 1, 1], 0.438502968244955, 1.0),
+    ([0, 0], 0.0, 0.657619772493347),
+    ([0.7], 0.103351869911066, 0.979267855839829),  # one unit: still an interval, inside [0, 1]
+])
+def test_the_interval_of_a_mean_rate_is_wilson_over_the_units_as_r(rates, low, high):
+    assert stats.rate_interval(rates) == pytest.approx((low, high), rel=1e-12, abs=1e-15)
+    assert stats.rate_interval(pd.Series(rates + [np.nan])) == pytest.approx((low, high), rel=1e-12, abs=1e-15)
+
+
+def test_the_interval_of_no_rates_is_not_defined():
+    assert all(math.isnan(v) for v in stats.rate_interval([]))
 
 
 def test_mean_interval_is_rs_t_test():

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import protocol
-from analysis.stats import wilson_interval
+from intervals import wilson_interval
 from lab.proposals import proposed_choice
 from tests import processes
 from tests.lab_server import PYTHON, lab_env, run_bots
@@ -104,7 +104,7 @@ def _check_rate(series: dict, successes: list, trials: list):
             assert rate is None and low is None and high is None
             continue
         assert rate == pytest.approx(k / n, abs=1e-4)
-        # analysis.stats.wilson_interval: R's prop.test(x, n, correct = FALSE)$conf.int
+        # R's prop.test(x, n, correct = FALSE)$conf.int (tests/test_intervals.py)
         assert (low, high) == pytest.approx(wilson_interval(k, n), abs=1e-4)
 
 

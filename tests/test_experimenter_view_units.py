@@ -1,5 +1,6 @@
 """Units of the experimenter's view without a server: the dashboard's statistics, the manifest's
-reading and the pooling guard (the agreement proxy's reading: tests/test_proposals.py)."""
+reading and the pooling guard (the agreement proxy's reading: tests/test_proposals.py; the rates'
+Wilson interval: tests/test_intervals.py)."""
 
 import csv
 import json
@@ -7,7 +8,7 @@ import json
 import pytest
 
 from analysis import manifest
-from lab.dashboard import percentile, wilson_interval
+from lab.dashboard import percentile
 
 
 def test_latency_percentiles_match_r_type_7():
@@ -18,28 +19,6 @@ def test_latency_percentiles_match_r_type_7():
     assert percentile(latencies, 0.95) == pytest.approx(3.1775)
     assert percentile([], 0.5) is None
     assert percentile([2.0], 0.95) == 2.0
-
-
-# R: for (xn in list(c(0,2), c(1,2), c(2,2), c(7,12), c(30,72), c(72,72), c(1,1)))
-#      print(prop.test(xn[1], xn[2], correct = FALSE)$conf.int)
-WILSON_FROM_R = [
-    (0, 2, 0.0000000000, 0.6576197725), (1, 2, 0.0945312057, 0.9054687943), (2, 2, 0.3423802275, 1.0),
-    (7, 12, 0.3195113125, 0.8067396863), (30, 72, 0.3098521747, 0.5319230207),
-    (72, 72, 0.9493488274, 1.0), (1, 1, 0.2065493144, 1.0),
-]
-
-
-@pytest.mark.parametrize("successes, trials, low, high", WILSON_FROM_R)
-def test_rate_interval_is_r_prop_test_wilson(successes, trials, low, high):
-    assert wilson_interval(successes, trials) == pytest.approx((low, high), abs=1e-9)
-    # the interval the analysis reports for the same rate (analysis.stats, with scipy)
-    from analysis.stats import wilson_interval as analysis_interval
-
-    assert wilson_interval(successes, trials) == pytest.approx(analysis_interval(successes, trials), abs=1e-12)
-
-
-def test_rate_interval_of_no_trials_is_none():
-    assert wilson_interval(0, 0) is None
 
 
 def _manifest(code, **changes):

@@ -57,7 +57,7 @@ def test_an_agent_is_one_agent_of_one_repeat_and_intervals_are_over_agents(tmp_p
     summary = summarise(rates, ["model", "persona"]).set_index("persona")
     fair = rates.loc[rates["persona"] == "fair", "cooperation_rate"]
     assert summary.loc["fair", "agents"] == len(fair) == 2 * (2 + 2 + 4)  # groups of 2; self-play has two
-    assert (summary.loc["fair", "ci_low"], summary.loc["fair", "ci_high"]) == stats.mean_interval(fair)
+    assert (summary.loc["fair", "ci_low"], summary.loc["fair", "ci_high"]) == stats.rate_interval(fair)
 
 
 def test_figure_s22_shows_n_and_the_agents_intervals(sweep):
@@ -69,13 +69,13 @@ def test_figure_s22_shows_n_and_the_agents_intervals(sweep):
     labels = [t.get_text() for t in panel_a.texts]
     fair_agents = int(((decisions["model"] == "sim-t0") & (decisions["persona"] == "fair")).sum() / 2)
     assert f"n={fair_agents}" in labels and len(labels) == 6  # 3 personas x 2 arms
-    # The bars are the mean of the agents' rates; the error bar is their t interval, not a
-    # Wilson interval over the pooled decisions.
+    # The bars are the mean of the agents' rates; the error bar is their interval over the agents
+    # (Wilson with n = agents), not over the pooled decisions.
     from analysis.simulation import agent_rates
 
     rates = agent_rates(decisions)
     fair = rates.loc[(rates["model"] == "sim-t0") & (rates["persona"] == "fair"), "cooperation_rate"]
-    low, high = stats.mean_interval(fair)
+    low, high = stats.rate_interval(fair)
     bar = panel_a.patches[1]  # series sim-t0, second persona group (fair)
     assert bar.get_height() == pytest.approx(fair.mean())
     segments = [line for collection in panel_a.collections for line in collection.get_segments()]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -250,18 +249,6 @@ def test_config_errors_are_one_line_and_exit_2(tmp_path, capsys):
 
 
 # --- figures ----------------------------------------------------------------------------------------
-def test_wilson_interval_matches_r():
-    from agents.simulate.figures import wilson_interval
-
-    # R: prop.test(3, 10, correct = FALSE)$conf.int  -> 0.1077913 0.6032219
-    assert wilson_interval(3, 10) == pytest.approx((0.1077913, 0.6032219), abs=1e-6)
-    # R: prop.test(0, 10, correct = FALSE)$conf.int  -> 0.0000000 0.2775328
-    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775328), abs=1e-6)
-    # R: prop.test(10, 10, correct = FALSE)$conf.int -> 0.7224672 1.0000000
-    assert wilson_interval(10, 10) == pytest.approx((0.7224672, 1.0), abs=1e-6)
-    assert all(np.isnan(wilson_interval(0, 0)))
-
-
 def test_figures_follow_the_config_order_and_s23_draws_without_labels(tmp_path):
     from agents.simulate.figures import _ordered
 

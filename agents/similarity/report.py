@@ -28,7 +28,7 @@ FRAMING_STYLES = {"similar": "-o", "dissimilar": "--s", "noise": ":^"}
 def cooperation_rates(decisions: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Share choosing A among parsed decisions, with n and its 95 % Wilson interval
     (``ci_low``, ``ci_high``: of positive width at 0 and 1, unlike the normal interval)."""
-    from agents.simulate.figures import wilson_interval
+    from intervals import wilson_interval
 
     parsed = decisions[decisions["choice"].notna() & (decisions["choice"] != "")].copy()
     parsed["cooperated"] = parsed["choice"] == "A"

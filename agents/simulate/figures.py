@@ -1,8 +1,9 @@
 """Figures S22 and S23 of the paper from a run folder's tables.
 
 S22: cooperation rate by model x persona (A) and by model x persona x associate persona (B): the
-mean of the agents' rates with its 95 % t interval and n (agents) on each bar, per agent as the
-analysis computes them (``analysis.simulation``: one agent of one model label, matchup and repeat).
+mean of the agents' rates with its 95 % Wilson interval over the agents and n (agents) on each
+bar (in red under analysis.figures.FEW), per agent as the analysis computes them
+(``analysis.simulation``: one agent of one model label, matchup and repeat).
 S23: per persona, the share of conversations with a pre-game cooperation agreement and the
 share of those agreements the agent breached (chose B). Agreements are annotations (SI Note 2,
 the ``annotations`` table of docs/DATA.md): S23 is drawn once an annotations CSV is in the folder.
@@ -21,6 +22,7 @@ import pandas as pd  # noqa: E402
 
 import protocol  # noqa: E402
 from agents.types import CallStatus  # noqa: E402
+from intervals import wilson_interval  # noqa: E402
 
 from .tournament import PROVIDER_FAILURES  # noqa: E402
 
@@ -45,20 +47,6 @@ def resolved_agreements(annotations: pd.DataFrame) -> pd.Series:
     return resolved.dropna().astype(bool)
 
 
-def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The Wilson score interval of a share: inside [0, 1], and of positive width at 0 and 1.
-
-    Equals R's ``prop.test(successes, n, correct = FALSE)$conf.int`` (z = qnorm(0.975)); see
-    tests/test_simulate_money_and_failures.py.
-    """
-    if n == 0:
-        return np.nan, np.nan
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 Cell = tuple[float, tuple[float, float], int]  # value, (below, above) distances, n
 NO_CELL: Cell = (np.nan, (0.0, 0.0), 0)
 
@@ -74,8 +62,8 @@ def _rate_and_error(values: pd.Series) -> Cell:
 
 
 def _mean_and_error(summary: pd.DataFrame, keys: dict[str, str]) -> Cell:
-    """The mean of the agents' rates, its 95 % t interval as distances (none when the agents
-    all have one rate: R's t.test refuses constant data) and n agents."""
+    """The mean of the agents' rates, its 95 % interval (Wilson over the agents) as distances,
+    and n agents."""
     row = summary.loc[np.logical_and.reduce([summary[k] == v for k, v in keys.items()])]
     if row.empty:
         return NO_CELL
@@ -86,6 +74,8 @@ def _mean_and_error(summary: pd.DataFrame, keys: dict[str, str]) -> Cell:
 
 def _grouped_bars(ax, table: dict[str, dict[str, Cell]], groups: list[str],
                   series: list[str], ylabel: str, legend_title: str | None = None) -> None:
+    from analysis.figures import FEW, FEW_COLOUR
+
     width = 0.8 / max(1, len(series))
     x = np.arange(len(groups))
     for i, name in enumerate(series):
@@ -94,9 +84,11 @@ def _grouped_bars(ax, table: dict[str, dict[str, Cell]], groups: list[str],
         positions = x + (i - (len(series) - 1) / 2) * width
         ax.bar(positions, [cell[0] for cell in cells], width, yerr=errors, capsize=2, label=name)
         for position, (value, (_, above), n) in zip(positions, cells):
-            if n:  # n above the bar and its interval
+            if n:  # n above the bar and its interval, in red where the interval rests on few
+                few = n < FEW
                 ax.text(position, min(1.0, value + np.nan_to_num(above)) + 0.02, f"n={n}", ha="center", va="bottom",
-                        fontsize=6, rotation=90 if len(series) > 3 else 0)
+                        fontsize=6, rotation=90 if len(series) > 3 else 0, color=FEW_COLOUR if few else "black",
+                        fontweight="bold" if few else "normal")
     ax.set_xticks(x, groups)
     ax.set_ylim(0, 1.15)
     ax.set_ylabel(ylabel)
