@@ -10,9 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from analysis import inputs
 from analysis.report import run
 
-EXIT_NO_INPUT = 2  # a path that does not exist, or no CSV at all: nothing was read
+EXIT_NO_INPUT = 2  # a path that does not exist or is no CSV, zip or folder, or no CSV at all: nothing was read
+EXIT_MIXED_PROTOCOLS = 2  # sessions of different protocols, not to be pooled without --allow-mixed-protocols
 EXIT_NOTHING_TO_ANALYSE = 1  # CSVs read, but no decisions or participants among them
 
 
@@ -39,9 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         "CSV, figures as PNG, SVG and PDF, and report.html."), epilog=(
         "Machine annotation of the report's blind template: python -m analysis annotate REPORT_DIR "
         "--provider P [--model M] (see --help there). Exit status: 0 report written; 1 no decisions or "
-        "participants table among the CSVs; 2 a path does not exist or holds no CSV."))
-    parser.add_argument("exports", nargs="+", help="folders (read recursively) or CSV files: exports, "
-                        "filled annotation files, the motives file")
+        "participants table among the CSVs; 2 a path does not exist, is no CSV, zip or folder, or holds no "
+        "CSV, or the sessions' protocols differ (without --allow-mixed-protocols)."))
+    parser.add_argument("exports", nargs="+", help="data packages as downloaded (lab_session_CODE.zip) or "
+                        "unzipped, folders (read recursively, zips in them too) or CSV files: exports, filled "
+                        "annotation files, the motives file")
     parser.add_argument("--out", required=True, help="the report folder (created if missing)")
     parser.add_argument("--degree", type=polynomial_degree, default=None, metavar="N",
                         help="degree of the Fig. 3 polynomial GLM for both label settings "
@@ -52,13 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--include-stand-ins", action="store_true",
                         help="keep online sessions' stand-in pair-rounds (left out by default: docs/online.md)")
     args = parser.parse_args(argv)
-    missing = [path for path in args.exports if not Path(path).exists()]
-    if missing:
-        print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
-        return EXIT_NO_INPUT
-    if not any(Path(path).is_file() or any(Path(path).rglob("*.csv")) for path in args.exports):
-        print(f"error: no CSV files in {', '.join(args.exports)} — pass the folder the exports were saved to",
-              file=sys.stderr)
+    refusal = inputs.collect(args.exports).refusal()
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
         return EXIT_NO_INPUT
     from analysis import manifest
 
@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"manifest {line}")
     try:
         differences = manifest.check_poolable(manifests, allow_mixed=args.allow_mixed_protocols)
-    except manifest.MixedProtocols as refusal:
-        print(f"error: {refusal}", file=sys.stderr)
-        return 2
+    except manifest.MixedProtocols as mixed:
+        print(f"error: {mixed}", file=sys.stderr)
+        return EXIT_MIXED_PROTOCOLS
     # --- end of manifests ---
     analysis = run(list(args.exports), args.out, glm_degree=args.degree, include_stand_ins=args.include_stand_ins)
     manifest.add_to_report(Path(args.out) / "report.html", manifests, differences)

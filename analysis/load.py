@@ -1,4 +1,5 @@
-"""Reading the exports of docs/DATA.md: every CSV of a folder, each table known by its columns.
+"""Reading the exports of docs/DATA.md: every CSV of the inputs (folders, data packages, files:
+analysis/inputs.py), each table known by its columns.
 
 Nothing here raises on bad input. A file that is not one of the tables, a table that lacks a
 column the analysis needs, or values outside the contract become ``Problem``s naming the file
@@ -8,6 +9,7 @@ and the column; the usable rest is loaded, so the report can still be produced.
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -15,6 +17,7 @@ from typing import Iterable
 import pandas as pd
 
 import protocol
+from analysis.inputs import CsvSource, collect
 from analysis.labels import (FALSE_WORDS, TRUE_WORDS, UNREADABLE, parse_agreement, parse_motive,  # noqa: F401
                             parse_strategy)
 
@@ -168,7 +171,7 @@ class Exports:
     """The tables of one or more sessions, concatenated, typed and checked."""
 
     tables: dict[str, pd.DataFrame]
-    files: pd.DataFrame  # file, table, rows: what was read from where
+    files: pd.DataFrame  # FILE_COLUMNS: what was read from where
     problems: list[Problem] = field(default_factory=list)
 
     def __getattr__(self, name: str) -> pd.DataFrame:
@@ -199,29 +202,24 @@ def identify(columns: Iterable[str]) -> TableSpec | None:
     return None
 
 
+# The report's files table: every CSV read, the table it is (a DATA.md table, or which of oTree's
+# own exports), its data rows as the file holds them, and of those the rows the analysis uses.
+FILE_COLUMNS = ["file", "table", "rows", "rows_used"]
+
+
 def load_exports(paths: str | Path | Iterable[str | Path]) -> Exports:
-    """Read every ``*.csv`` under the given folders (recursively) and files."""
+    """Read every CSV of the given folders (recursively), data packages (zipped or not) and files."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    files: list[Path] = []
-    problems: list[Problem] = []
-    for path in map(Path, paths):
-        if path.is_dir():
-            files.extend(sorted(path.rglob("*.csv")))
-        elif path.is_file():
-            files.append(path)
-        else:
-            problems.append(Problem(str(path), "", "no such file or folder"))
-    if not files and not problems:
-        problems.append(Problem(", ".join(map(str, paths)), "", "no CSV files found"))
+    inputs = collect(paths)
+    problems = [Problem(path, "", reason) for path, reason in inputs.bad]
 
     parts: dict[str, list[pd.DataFrame]] = {}
     inventory = []
-    for path in files:
-        frame, spec, file_problems = _read_one(path)
+    for source in inputs.sources:
+        frame, spec, file_problems, entry = _read_one(source)
         problems.extend(file_problems)
-        inventory.append({"file": str(path), "table": spec.name if spec else "", "rows": len(frame)
-                          if frame is not None else 0})
+        inventory.append(entry)
         if frame is not None and spec is not None:
             parts.setdefault(spec.name, []).append(frame)
 
@@ -236,7 +234,8 @@ def load_exports(paths: str | Path | Iterable[str | Path]) -> Exports:
                                     "two files) counted once", "info"))
         tables[name] = _convert_types(name, table)
     problems.extend(session_conflicts(tables))
-    return Exports(tables, pd.DataFrame(inventory, columns=["file", "table", "rows"]), problems)
+    files = pd.DataFrame(inventory, columns=FILE_COLUMNS).astype({"rows": int, "rows_used": "Int64"})
+    return Exports(tables, files, problems)
 
 
 CONFLICT_KEYS = ("treatment", "associate_type", "label_setting")
@@ -294,35 +293,47 @@ def _parse_labels(name: str, frame: pd.DataFrame, column: str, parse, problems: 
     return parsed
 
 
-def _read_one(path: Path) -> tuple[pd.DataFrame | None, TableSpec | None, list[Problem]]:
-    name = str(path)
+def _read_one(source: CsvSource) -> tuple[pd.DataFrame | None, TableSpec | None, list[Problem], dict]:
+    """The file's table (None: not analysed), its spec, its problems and its files-table entry."""
+    name = source.name
+    entry = {"file": name, "table": "", "rows": 0, "rows_used": None}
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        data = source.read()
+        text = data.decode("utf-8-sig")
+        frame = pd.read_csv(io.StringIO(text, newline=""), dtype=str, keep_default_na=False)
+        records = _records(text)
     except pd.errors.EmptyDataError:
-        return None, None, [Problem(name, "", "empty file", "warning")]
-    except (UnicodeDecodeError, pd.errors.ParserError) as error:
-        return None, None, [Problem(name, "", f"not a readable UTF-8 CSV ({error})")]
+        return None, None, [Problem(name, "", "empty file", "warning")], entry
+    except (UnicodeDecodeError, pd.errors.ParserError, csv.Error) as error:
+        return None, None, [Problem(name, "", f"not a readable UTF-8 CSV ({error})")], entry
+    except OSError as error:
+        return None, None, [Problem(name, "", f"cannot be read ({error})")], entry
     frame.columns = [str(c).strip() for c in frame.columns]
+    entry["rows"] = len(records)
     spec = identify(frame.columns)
     if spec is None:
-        if otree_export_kind(frame.columns):
-            return None, None, []  # oTree's own export: recognised, listed in the files table only
+        kind = otree_export_kind(frame.columns)
+        if kind:
+            entry["table"] = kind
+            return None, None, [], entry  # oTree's own export: recognised, listed in the files table only
         return None, None, [Problem(name, "", "not a table of DATA.md (no columns choice+game+round, "
                                     "text+stage, svo_angle, prompt_version or annotator): not used",
-                                    "warning")]
+                                    "warning")], entry
+    entry["table"] = spec.name
     missing_required = [c for c in spec.required if c not in frame.columns]
     if missing_required:
+        entry["rows_used"] = 0
         return None, spec, [Problem(name, c, f"missing in the {spec.name} table: the file is not used")
-                            for c in missing_required]
+                            for c in missing_required], entry
     problems = []
-    positions, lines, last_is_short = _short_rows(path, len(frame.columns))
+    positions, lines, last_is_short = _short_rows(records, len(frame.columns))
     if positions and len(positions) <= len(frame):
         where = ", ".join(f"line {line}" for line in lines[:5]) + (", …" if len(lines) > 5 else "")
         last = " — the file's end is cut off?" if last_is_short else ""
         problems.append(Problem(name, "", f"{len(positions)} rows have fewer fields than the header "
                                 f"({where}){last}: rows not used"))
         frame = frame.drop(index=frame.index[positions])  # the index stays the row number for messages
-    elif spec.name in PLATFORM_TABLES and not _ends_with_newline(path):
+    elif spec.name in PLATFORM_TABLES and not data.endswith((b"\n", b"\r")) and data:
         problems.append(Problem(name, "", "the file does not end with a line break: its last row may be cut "
                                 "off (an interrupted download or copy?)", "warning"))
     missing_contract = [c for c in spec.contract if c not in frame.columns]
@@ -334,35 +345,25 @@ def _read_one(path: Path) -> tuple[pd.DataFrame | None, TableSpec | None, list[P
                                 "the parts of the report that need it have no data", "warning"))
     frame, value_problems = _check_values(name, spec, frame)
     frame["_file"] = name
-    return frame, spec, problems + value_problems
+    entry["rows_used"] = len(frame)
+    return frame, spec, problems + value_problems, entry
 
 
-def _short_rows(path: Path, fields: int) -> tuple[list[int], list[int], bool]:
+def _records(text: str) -> list[tuple[int, int]]:
+    """The file's data records (the header and blank lines aside, as pandas reads them): per
+    record its number of fields and the line it ends on."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    next(reader, None)
+    return [(len(record), reader.line_num) for record in reader if record]
+
+
+def _short_rows(records: list[tuple[int, int]], fields: int) -> tuple[list[int], list[int], bool]:
     """Records with fewer fields than the header — a row cut off, which pandas would pad with
     blanks and read as partial answers: their positions among the data rows, their line numbers
     in the file, and whether the last record is one of them."""
-    positions, lines, last_is_short, position = [], [], False, -1
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        next(reader, None)
-        for record in reader:
-            if not record:
-                continue  # blank lines: pandas skips them too
-            position += 1
-            last_is_short = len(record) < fields
-            if last_is_short:
-                positions.append(position)
-                lines.append(reader.line_num)
-    return positions, lines, last_is_short
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with path.open("rb") as handle:
-        handle.seek(0, 2)
-        if handle.tell() == 0:
-            return True
-        handle.seek(-1, 2)
-        return handle.read(1) in (b"\n", b"\r")
+    short = [(position, line) for position, (length, line) in enumerate(records) if length < fields]
+    last_is_short = bool(records) and records[-1][0] < fields
+    return [p for p, _ in short], [line for _, line in short], last_is_short
 
 
 def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[Problem]]:

@@ -6,23 +6,29 @@ fourth column value_at_export) and, in a data package, the same as ``manifest_<c
 Version 2 records are frozen at session creation; the analysis compares those frozen values
 only, never what the code of the day of the export would record (value_at_export), and says
 which sessions have no frozen record (version 1, or created before the freeze). Sessions are poolable when
-their *protocols* agree: stage limits, rounds, message limit, payoff table, payment, the
-prompts' hash and, between agent sessions, the model settings. Treatment keys (associate
-type, label setting, game order) differ on purpose and are not compared; nor are software
-versions, which are reported but do not block.
+their *protocols* agree: the participants' language, stage limits, rounds, message limit,
+payoff table, payment, the prompts' hash and, between agent sessions, the model settings.
+Treatment keys (associate type, label setting, game order) differ on purpose and are not
+compared; nor are software versions, which are reported but do not block.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
+from analysis.inputs import collect
 from lab.manifest import FROZEN
 
 # What makes two sessions the same experiment (manifest keys).
 PROTOCOL_KEYS = ("stage_limits", "rounds_per_game", "message_max_chars", "payoff_table", "payment", "prompts_sha256")
 AGENT_PROTOCOL_KEYS = ("model_settings",)
+# ... and of the session config: in another language the participants read other instructions
+# and chat in another language, and the agents get other prompts (the prompts' hash covers both
+# languages' templates, so it cannot tell).
+SESSION_CONFIG_PROTOCOL_KEYS = ("language",)
 # Model settings that do not change what the agents do (throughput, retries, prices).
 MODEL_KEYS_NOT_PROTOCOL = {"request_timeout", "max_retries", "retry_base_delay", "retry_max_delay", "concurrency",
                            "requests_per_minute", "price_input_per_mtok", "price_output_per_mtok", "api_key_env",
@@ -37,30 +43,20 @@ class MixedProtocols(Exception):
     """Sessions whose protocols differ were asked to be pooled."""
 
 
-def _csv_files(paths) -> list[Path]:
-    files = []
-    for path in map(Path, paths):
-        if path.is_dir():
-            files += sorted(path.rglob("*.csv"))
-        elif path.suffix == ".csv":
-            files.append(path)
-    return files
-
-
 def load_manifests(paths) -> dict[str, dict]:
-    """Every session's manifest found in the folders/files (CSV exports), by session code."""
+    """Every session's manifest found in the inputs (folders, data packages, CSV files:
+    analysis/inputs.py), by session code."""
     manifests: dict[str, dict] = {}
-    for path in _csv_files(paths):
+    for source in collect(paths).sources:
         try:
-            with path.open(encoding="utf-8-sig", newline="") as fp:
-                reader = csv.DictReader(fp)
-                if set(reader.fieldnames or ()) not in (set(MANIFEST_COLUMNS), set(MANIFEST_COLUMNS) | {AT_EXPORT}):
-                    continue
-                for row in reader:
-                    manifest = manifests.setdefault(row["session_code"], {})
-                    manifest[row["key"]] = _json_or_text(row["value"])
-                    if row.get(AT_EXPORT):  # version 2: what today's code would record instead
-                        manifest.setdefault("differs_at_export", {})[row["key"]] = _json_or_text(row[AT_EXPORT])
+            reader = csv.DictReader(io.StringIO(source.read().decode("utf-8-sig"), newline=""))
+            if set(reader.fieldnames or ()) not in (set(MANIFEST_COLUMNS), set(MANIFEST_COLUMNS) | {AT_EXPORT}):
+                continue
+            for row in reader:
+                manifest = manifests.setdefault(row["session_code"], {})
+                manifest[row["key"]] = _json_or_text(row["value"])
+                if row.get(AT_EXPORT):  # version 2: what today's code would record instead
+                    manifest.setdefault("differs_at_export", {})[row["key"]] = _json_or_text(row[AT_EXPORT])
         except (OSError, UnicodeDecodeError, csv.Error):
             continue
     return manifests
@@ -80,38 +76,56 @@ def is_frozen(manifest: dict) -> bool:
 
 def protocol_of(manifest: dict) -> dict:
     protocol = {key: manifest.get(key) for key in PROTOCOL_KEYS}
+    config = manifest.get("session_config") or {}
+    protocol.update({key: config.get(key) for key in SESSION_CONFIG_PROTOCOL_KEYS})
     model = manifest.get("model_settings")
     if model:
         protocol["model_settings"] = {k: v for k, v in model.items() if k not in MODEL_KEYS_NOT_PROTOCOL}
     return protocol
 
 
+def _text(value) -> str:
+    return "(none)" if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _sessions_by_value(values: dict[str, object]) -> str:
+    """'"en" in s1, s2; "zh_hans" in s3'."""
+    by_value: dict[str, list[str]] = {}
+    for code, value in values.items():
+        by_value.setdefault(_text(value), []).append(code)
+    return "; ".join(f"{value} in {', '.join(sorted(codes))}" for value, codes in sorted(by_value.items()))
+
+
 def protocol_differences(manifests: dict[str, dict]) -> list[str]:
-    """Human-readable differences between the sessions' protocols (empty: poolable)."""
+    """What differs between the sessions' protocols, one line per protocol key, naming which
+    sessions have which value (of a table such as the stage limits, only its entries that differ);
+    empty: poolable."""
     if len(manifests) < 2:
         return []
     protocols = {code: protocol_of(m) for code, m in manifests.items()}
     differences = []
-    for key in PROTOCOL_KEYS + AGENT_PROTOCOL_KEYS:
+    for key in SESSION_CONFIG_PROTOCOL_KEYS + PROTOCOL_KEYS + AGENT_PROTOCOL_KEYS:
         values = {code: p.get(key) for code, p in protocols.items() if key in p}
-        distinct = {json.dumps(v, sort_keys=True) for v in values.values()}
-        if len(distinct) > 1:
-            by_value: dict[str, list[str]] = {}
-            for code, value in values.items():
-                by_value.setdefault(json.dumps(value, sort_keys=True), []).append(code)
-            differences.append(f"{key}: " + "; ".join(f"{', '.join(sorted(codes))} = {value}"
-                                                       for value, codes in sorted(by_value.items())))
+        if len({_text(v) for v in values.values()}) < 2:
+            continue
+        if all(isinstance(v, dict) for v in values.values()):
+            entries = sorted({entry for v in values.values() for entry in v})
+            differences.append(" | ".join(
+                f"{key}.{entry}: {_sessions_by_value({code: v.get(entry) for code, v in values.items()})}"
+                for entry in entries if len({_text(v.get(entry)) for v in values.values()}) > 1))
+        else:
+            differences.append(f"{key}: {_sessions_by_value(values)}")
     return differences
 
 
 def check_poolable(manifests: dict[str, dict], *, allow_mixed: bool = False) -> list[str]:
-    """Raise MixedProtocols when the protocols differ, unless ``allow_mixed``; return the differences."""
+    """Raise MixedProtocols (one line) when the protocols differ, unless ``allow_mixed``; return
+    the differences."""
     differences = protocol_differences(manifests)
     if differences and not allow_mixed:
         raise MixedProtocols(
-            "The sessions' protocols differ, so pooling them would mix experiments:\n  "
-            + "\n  ".join(differences)
-            + "\nAnalyse them separately, or pass --allow-mixed-protocols to pool them anyway.")
+            "the sessions' protocols differ, so pooling them would mix experiments (" + " | ".join(differences)
+            + "): analyse each protocol's sessions on their own, or pass --allow-mixed-protocols to pool them")
     return differences
 
 

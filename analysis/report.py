@@ -99,6 +99,8 @@ def _format_table(table: pd.DataFrame, name: str = "") -> str:
             shown[column] = shown[column].map(lambda v: "not defined" if pd.isna(v) else _number(v))
         elif pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(_number)
+        elif isinstance(shown[column].dtype, pd.Int64Dtype):  # a count that does not apply: blank, as in the CSV
+            shown[column] = shown[column].astype(object).where(shown[column].notna(), "")
     if "term" in shown and {"F", "p_value"} <= set(shown.columns):  # the ANOVA: residuals have no test
         shown.loc[shown["term"] == "Residuals", ["F", "p_value"]] = ""
     return shown.to_html(index=False, escape=True, border=0, classes="table")

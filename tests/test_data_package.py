@@ -15,6 +15,7 @@ import os
 import re
 import zipfile
 
+import pandas as pd
 import pytest
 import requests
 
@@ -114,6 +115,20 @@ def test_bot_sessions_export_a_valid_self_describing_package(project_copy, datab
     single = _validate(unzipped / "datapackage.json")
     assert len(single["resources"]) == FILES_PER_SESSION and single["name"] == f"lab-session-{hf}"
     assert (unzipped / "README.txt").exists()
+
+    # The analysis reads the zip as downloaded; its files table counts each file's rows as the package does.
+    from analysis.__main__ import main as analysis_main
+
+    archive = tmp_path / "zips" / f"lab_session_{hf}.zip"
+    assert analysis_main([str(archive), "--out", str(tmp_path / "report")]) == 0
+    files = pd.read_csv(tmp_path / "report" / "tables" / "overview_files.csv").set_index("file")
+    tables = [r for r in single["resources"] if r["path"].endswith(".csv")]
+    assert sorted(files.index) == sorted(f"{archive}/lab_session_{hf}/{r['path']}" for r in tables)
+    for resource in tables:
+        assert files.loc[f"{archive}/lab_session_{hf}/{resource['path']}", "rows"] == resource["rows"], resource["path"]
+    decisions = pd.read_csv(tmp_path / "report" / "tables" / "tidy_decisions.csv")
+    assert set(decisions["session_code"]) == {hf}
+    assert len(decisions) == _resource(single, f"payment_custom_export_decisions_{hf}")["rows"]
 
 
 @pytest.mark.server
