@@ -7,6 +7,7 @@ must equal an uninterrupted one) and count every call that reaches the "provider
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import time
@@ -311,18 +312,21 @@ def test_cache_does_not_keep_errors(tmp_path):
 
 
 # --- counterfactual replay -------------------------------------------------------------------
-def lab_export(folder: Path) -> Path:
-    """Two agents of an H-F session, two WC rounds each, one human message not sent in time."""
+def lab_export(folder: Path, session: str = "s1", treatment: str = "H-F") -> Path:
+    """Two agents of an H-F session, two WC rounds each, one human message not sent in time (with
+    ``treatment="H-H"`` the two are humans too)."""
     folder.mkdir()
-    keys = dict(session_code="s1", treatment="H-F", associate_type="fair", label_setting="informed",
-                game_order="WC-WoC", source="lab")
+    humans_only = treatment == "H-H"
+    keys = dict(session_code=session, treatment=treatment, associate_type="human" if humans_only else "fair",
+                label_setting="informed", game_order="WC-WoC", source="lab")
+    associate_kind = "human" if humans_only else "agent"
     decisions, messages = [], []
     for r in (1, 2):
         for pair, (agent, human) in enumerate((("agent-1", "h1"), ("agent-2", "h2")) if r == 1
                                               else (("agent-1", "h2"), ("agent-2", "h1"))):
-            cid = f"s1-WC-r{r}-{pair}"
+            cid = f"{session}-WC-r{r}-{pair}"
             for player, kind, other, other_kind, choice, other_choice in (
-                    (agent, "agent", human, "human", "A", "B"), (human, "human", agent, "agent", "B", "A")):
+                    (agent, associate_kind, human, "human", "A", "B"), (human, "human", agent, associate_kind, "B", "A")):
                 decisions.append({**keys, "game": "WC", "game_index": 1, "round": r, "player_code": player,
                                   "player_kind": kind, "persona": "fair" if kind == "agent" else "",
                                   "associate_code": other, "associate_kind": other_kind,
@@ -366,3 +370,111 @@ def test_replay_shows_the_human_messages_to_a_new_agent(tmp_path):
     asyncio.run(replay_export(small_config(tmp_path), tmp_path / "export", persona="selfish",
                               backend=stand_in_backend(again), show_progress=False))
     assert again[0].requests == []
+
+
+def one_choice_backend(models: list, choices: str) -> Backend:
+    """Models that decide ``choices[i]`` for the i-th model built, whatever they are asked: two
+    arms of identical settings (one model behind two endpoints) that answer differently."""
+    answers = iter(choices)
+
+    class OneChoice(StandInModel):
+        def __init__(self, config, budget):
+            super().__init__(config, budget)
+            self.choice = next(answers)
+
+        async def complete(self, messages, *, deadline):
+            reply = await super().complete(messages, deadline=deadline)
+            if "decide" in messages[-1].content:
+                reply.text = f"I DECIDE TO CHOOSE [{self.choice}]"
+            return reply
+
+    def build(config, budget):
+        models.append(OneChoice(config, budget))
+        return models[-1]
+
+    return dataclasses.replace(stand_in_backend(models), build_model=build)
+
+
+def test_replay_arms_with_the_same_settings_get_their_own_answers(tmp_path):
+    from agents.simulate.replay import replay_export
+
+    arms = [ModelEntry(label="endpoint-a", config=StandInModelConfig()),
+            ModelEntry(label="endpoint-b", config=StandInModelConfig())]
+    config = small_config(tmp_path, models=arms)
+    export = lab_export(tmp_path / "export")
+    models: list[StandInModel] = []
+    first = asyncio.run(replay_export(config, export, backend=one_choice_backend(models, "AB"), show_progress=False,
+                                      log=lambda line: None))
+    # each arm sent its own 2 agents x 2 rounds x 3 turns and kept its own answers
+    assert [len(m.requests) for m in models] == [12, 12]
+    assert {label: actual["calls"] for label, actual in first.actual.items()} == {"endpoint-a": 12, "endpoint-b": 12}
+    a, b = (pd.read_csv(first[f"{label}:comparison"]) for label in ("endpoint-a", "endpoint-b"))
+    assert set(a["replayed_choice"]) == {"A"} and set(b["replayed_choice"]) == {"B"}
+    assert set(a["replay_model"]) == {"endpoint-a"} and set(b["replay_model"]) == {"endpoint-b"}
+    # the same replay again: nothing sent, each arm's own answers from the cache
+    again: list[StandInModel] = []
+    second = asyncio.run(replay_export(config, export, backend=one_choice_backend(again, "AB"), show_progress=False,
+                                       log=lambda line: None))
+    assert [m.requests for m in again] == [[], []]
+    pd.testing.assert_frame_equal(pd.read_csv(second["endpoint-a:comparison"]), a)
+    pd.testing.assert_frame_equal(pd.read_csv(second["endpoint-b:comparison"]), b)
+
+
+def test_every_replay_keeps_its_own_folder_and_tables(tmp_path):
+    from agents.simulate.replay import replay_export
+
+    config = small_config(tmp_path)
+    export = lab_export(tmp_path / "export")
+    first = asyncio.run(replay_export(config, export, backend=stand_in_backend([]), show_progress=False,
+                                      log=lambda line: None))
+    tables = first["m1:comparison"].parent
+    written = {path: path.read_bytes() for path in tables.glob("*.csv")}
+    assert set(pd.read_csv(first["m1:comparison"])["session_code"]) == {"s1"}
+    # another export replayed with the same config, then the first again: the first replay's
+    # tables stay as they were
+    other = asyncio.run(replay_export(config, lab_export(tmp_path / "other", session="s2"),
+                                      backend=stand_in_backend([]), show_progress=False, log=lambda line: None))
+    again = asyncio.run(replay_export(config, export, backend=stand_in_backend([]), show_progress=False,
+                                      log=lambda line: None))
+    assert {path: path.read_bytes() for path in tables.glob("*.csv")} == written
+    assert set(pd.read_csv(other["m1:comparison"])["session_code"]) == {"s2"}
+    # each in a folder of its own, named by when, which export and which persona, saying what it replayed
+    assert len({first.folder, other.folder, again.folder}) == 3
+    assert sorted((config.run_dir / "replays").iterdir()) == sorted([first.folder, other.folder, again.folder])
+    assert first.folder.name.endswith("-export-own-persona") and other.folder.name.endswith("-other-own-persona")
+    assert tables == first.folder / "m1"
+    described = json.loads((first.folder / "replay.json").read_text())
+    assert described["export"] == str(export.resolve()) and list(described["models"]) == ["m1"]
+
+
+def test_replay_refusals_are_one_line_and_exit_2(tmp_path, capsys):
+    """An H-H export, an unknown persona, a path that is no export: one line on stderr, exit 2,
+    nothing sent; a data package's zip is read as its folder."""
+    import shutil
+
+    from agents.simulate.__main__ import main
+
+    root = Path(__file__).resolve().parent.parent
+    config = tmp_path / "quick.toml"
+    config.write_text((root / "configs" / "simulation_quick.toml").read_text()
+                      .replace('output_dir = "sim_runs"', f'output_dir = "{tmp_path / "runs"}"'))
+    cases = {
+        "H-H": ([str(lab_export(tmp_path / "hh", treatment="H-H"))], "no agent played in it (an H-H session?)"),
+        "persona": ([str(lab_export(tmp_path / "hf")), "--persona", "greedy"],
+                    "unknown persona 'greedy': the personas are cooperative, fair, selfish"),
+        "missing": ([str(tmp_path / "nowhere")], "no such file or folder"),
+    }
+    for case, (arguments, expected) in cases.items():
+        assert main(["replay", str(config), *arguments, "--no-progress"]) == 2, case
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (case, err)
+    assert not (tmp_path / "runs" / "quick" / "replays").exists()  # nothing replayed, no folder
+
+    package = tmp_path / "lab_session_s1"
+    shutil.copytree(tmp_path / "hf", package / "lab_session_s1")
+    archive = shutil.make_archive(str(package), "zip", package)
+    assert main(["replay", str(config), archive, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    [folder] = (tmp_path / "runs" / "quick" / "replays").iterdir()
+    assert f"replay written to {folder}" in out and folder.name.endswith("-lab_session_s1-own-persona")
+    assert len(pd.read_csv(folder / "simulated" / "comparison.csv")) == 4

@@ -1,7 +1,8 @@
 """``python -m agents.simulate CONFIG``: run (or continue) a tournament.
 
-``python -m agents.simulate replay CONFIG EXPORT_DIR [--persona P]``: replay the human messages
-of a recorded lab session against the config's models. See docs/simulation.md.
+``python -m agents.simulate replay CONFIG EXPORT [--persona P]``: replay the human messages
+of a recorded lab session (its data package, or a folder of its exports) against the config's
+models, into a new folder of the run's ``replays/``. See docs/simulation.md.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import protocol
 from agents.config import ConfigError
 
 from .config import load_config
@@ -66,8 +68,10 @@ def _replay(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m agents.simulate replay")
     parser.add_argument("config", help="TOML file: the models (and language) to replay with")
-    parser.add_argument("export_dir", help="folder of lab export CSVs (decisions + messages)")
-    parser.add_argument("--persona", help="replay with this persona (default: each agent's own)")
+    parser.add_argument("export_dir", help="the lab session's data package (zip as downloaded, or unzipped) or a "
+                        "folder of its export CSVs (decisions + messages)")
+    parser.add_argument("--persona", help=f"replay with this persona ({', '.join(protocol.PERSONAS)}; default: "
+                        "each agent's own)")
     parser.add_argument("--estimate", action="store_true",
                         help="print the number of calls and the estimated cost, then stop")
     parser.add_argument("--no-progress", action="store_true")
@@ -83,6 +87,8 @@ def _replay(argv: list[str]) -> int:
         print("interrupted: rerun the same command to continue (answered calls come from the cache)",
               file=sys.stderr)
         return EXIT_INTERRUPTED
+    if result.folder is not None:
+        print(f"replay written to {result.folder}")
     for name, path in result.outputs.items():
         print(f"  {name}: {path}")
     if result.excluded_line():

@@ -42,6 +42,15 @@ def current_cache_scope() -> str:
     return _scope.get()
 
 
+def arm_scope(arm_label: str, *call: str) -> str:
+    """The scope of one logical call of one arm of a run (a model entry of the config, named by its
+    ``label``): the arm's label first, then what names the call. The tournament's scopes start with
+    a unit's id (design.Unit.id) and the replay's are built here, so two arms that send identical
+    requests (one model and settings behind two endpoints, or under two labels) never share a
+    stored reply: each arm's results are its own."""
+    return "|".join((arm_label, *call))
+
+
 class ResponseCache:
     """SQLite table: key -> the provider's reply. One file, shared by runs that share it."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from .cache import arm_scope
 from .config import SimulationConfig
 
 
@@ -39,7 +40,8 @@ class Unit:
 
     @property
     def id(self) -> str:
-        return f"{self.model_label}|{self.matchup.id}|x{self.repeat}"
+        """Also the start of its calls' cache scopes: the arm's label first (cache.arm_scope)."""
+        return arm_scope(self.model_label, self.matchup.id, f"x{self.repeat}")
 
     def agent_id(self, side: str, index: int) -> str:
         """``fair-a3``: agent 3 of G_fair; ``fair-b3`` of the self-play group G'_fair."""

@@ -7,14 +7,20 @@ shown the human's recorded message 2 and decides; then it learns the human's rec
 The humans' side is fixed, so the comparison shows how the agents' side would have changed
 (the humans could not react to the new messages: a replay, not a new experiment).
 
-Outputs (in ``{run folder}/replay-{model}-{persona}/``): the tidy tables with ``source=replay``
-(the replayed agents' decisions, both sides' messages, the calls) and ``comparison.csv``, one
-row per conversation: recorded vs replayed agent choice. Reruns are served from the cache.
+Every replay writes a folder of its own, ``{run folder}/replays/{started}-{export}-{persona}/``
+(``replay.json`` says what was replayed with what), and in it per model (the config's label) the
+tidy tables with ``source=replay`` (the replayed agents' decisions, both sides' messages, the
+calls) and ``comparison.csv``, one row per conversation: recorded vs replayed agent choice. No
+replay overwrites another's tables. Answered calls are cached per model (cache.arm_scope): a rerun
+sends none of them again, and two models with the same settings each get their own answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import re
 import time
 import uuid
 from pathlib import Path
@@ -29,7 +35,7 @@ from agents.types import CallStatus, TurnStatus
 
 from . import tables
 from .backend import Backend, agents_backend
-from .cache import CachedModel, ResponseCache, cache_scope, current_cache_scope
+from .cache import CachedModel, ResponseCache, arm_scope, cache_scope, current_cache_scope
 from .config import SimulationConfig
 from .estimate import EstimatingModel, ModelEstimate, Tally, current_tally, price_source
 from .runner import BudgetExceeded, BudgetExhausted, Plan, RunResult, _settings_of
@@ -47,18 +53,50 @@ COMPARISON_COLUMNS = [
 ]
 
 
-def read_lab_export(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The decisions and messages tables of every CSV in ``folder``, recognised by columns."""
+def read_lab_export(export: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The decisions and messages tables of a lab export, recognised by their columns: a data
+    package as downloaded (zip) or unzipped, or a folder of CSVs, as the analysis reads them
+    (analysis/inputs.py). Earlier replays' rows (``source=replay``) are not replayed again."""
+    from analysis.inputs import collect
+
+    found = collect([export])
+    if found.refusal():
+        raise ConfigError(found.refusal())
     decisions, messages = [], []
-    for path in sorted(Path(folder).glob("*.csv")):
-        columns = set(pd.read_csv(path, nrows=0).columns)
+    for source in found.sources:
+        try:
+            text = source.read().decode("utf-8-sig")
+            columns = set(pd.read_csv(io.StringIO(text), nrows=0).columns)
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue  # not a table (an empty or unreadable file): the refusal below names what is missing
         if {"choice", "round", "player_code"} <= columns:
-            decisions.append(pd.read_csv(path, dtype={"choice": str, "associate_choice": str}))
+            decisions.append(pd.read_csv(io.StringIO(text), dtype={"choice": str, "associate_choice": str}))
         elif {"text", "stage", "sender_code"} <= columns:
-            messages.append(pd.read_csv(path, dtype={"text": str}, keep_default_na=False))
+            messages.append(pd.read_csv(io.StringIO(text), dtype={"text": str}, keep_default_na=False))
     if not decisions or not messages:
-        raise ConfigError(f"{folder}: needs a decisions and a messages table (docs/DATA.md)")
-    return pd.concat(decisions, ignore_index=True), pd.concat(messages, ignore_index=True)
+        raise ConfigError(f"{export}: needs a decisions and a messages table (docs/DATA.md)")
+    decisions = pd.concat(decisions, ignore_index=True)
+    if "source" in decisions:
+        decisions = decisions[decisions["source"] != "replay"]
+    return decisions, pd.concat(messages, ignore_index=True)
+
+
+def check_persona(persona: Optional[str]) -> None:
+    """An unknown ``--persona`` is refused before anything is read or sent."""
+    if persona is not None and persona not in protocol.PERSONAS:
+        raise ConfigError(f"unknown persona {persona!r}: the personas are {', '.join(protocol.PERSONAS)} "
+                          "(or none: each recorded agent's own)")
+
+
+def check_replayable(export: str | Path, decisions: pd.DataFrame, recorded: list[dict[str, Any]]) -> None:
+    """An export without an agent's WC round against a human (an H-H session) is refused."""
+    if recorded:
+        return
+    agents = decisions["player_kind"].eq("agent").any() if "player_kind" in decisions else False
+    what = ("its agents played no WC round against a human with the human's choice recorded" if agents
+            else "no agent played in it (an H-H session?)")
+    raise ConfigError(f"{export}: nothing to replay: {what}; give the export of a session with agents "
+                      "(H-F, H-C or H-S)")
 
 
 def recorded_agents(decisions: pd.DataFrame, messages: pd.DataFrame) -> list[dict[str, Any]]:
@@ -110,12 +148,12 @@ async def replay_agent(recorded: dict[str, Any], agent: Any, model_label: str,
             comparison.append({**row, "replayed_choice": None, "changed": None, "replayed_status": "not played",
                                "replayed_random": None, "fallback_reasons": "", "excluded": True})
             continue
-        scope = f"replay|{conversation_id}|{recorded['agent_code']}|{persona}"
-        with cache_scope(f"{scope}|message_1"):
+        call = (model_label, "replay", conversation_id, recorded["agent_code"], persona)  # and the turn
+        with cache_scope(arm_scope(*call, "message_1")):
             first = await agent.message_1(r, deadline=None)
-        with cache_scope(f"{scope}|message_2"):
+        with cache_scope(arm_scope(*call, "message_2")):
             second = await agent.message_2(r, associate_message_1=played["human_message_1"], deadline=None)
-        with cache_scope(f"{scope}|decision"):
+        with cache_scope(arm_scope(*call, "decision")):
             decision = await agent.decide(r, associate_message_2=played["human_message_2"], deadline=None)
         agent.record_outcome(r, decision.choice, played["human_choice"])
         turns = (first, second, decision)
@@ -153,6 +191,7 @@ class ReplayResult(dict):
     """The files written (name -> path), plus what the replay did."""
 
     plan: Optional[Plan] = None
+    folder: Optional[Path] = None  # this replay's own folder (None: an estimate only)
     replays_excluded: int = 0  # rounds flagged ``excluded`` in the comparisons
     rounds_total: int = 0
     spent: float = 0.0
@@ -232,8 +271,11 @@ async def replay_export(config: SimulationConfig, export_dir: str | Path, *, per
     after writing what was replayed)."""
     from tqdm import tqdm
 
+    check_persona(persona)
     backend = backend or agents_backend()
-    recorded = recorded_agents(*read_lab_export(export_dir))
+    decisions, messages = read_lab_export(export_dir)
+    recorded = recorded_agents(decisions, messages)
+    check_replayable(export_dir, decisions, recorded)
     store = RunStore(config.run_dir)
     plan = await estimate_replay(config, recorded, persona, backend, store)
     log(plan.describe())
@@ -246,6 +288,7 @@ async def replay_export(config: SimulationConfig, export_dir: str | Path, *, per
     cache = ResponseCache(config.resolved_cache_path)
     budget = backend.new_budget(plan.budget_left)
     attempt = time.strftime("%Y%m%dT%H%M%S") + "-replay-" + uuid.uuid4().hex[:6]
+    result.folder = new_replay_folder(config, export_dir, persona, attempt)
     result.actual = {}
     comparisons_all: list[dict[str, Any]] = []
     try:
@@ -254,7 +297,7 @@ async def replay_export(config: SimulationConfig, export_dir: str | Path, *, per
                 f"replay:{entry.label}")
             model = CachedModel(backend.build_model(entry.config, budget), cache, namespace=f"seed={config.seed}",
                                 on_reply=on_reply)
-            out = config.run_dir / f"replay-{entry.label}-{persona or 'own-persona'}"
+            out = result.folder / entry.label
             rows, comparison = tables.TableRows(out), []
             progress = tqdm(total=len(recorded), unit="agent", disable=not show_progress, desc=entry.label)
 
@@ -290,6 +333,27 @@ async def replay_export(config: SimulationConfig, export_dir: str | Path, *, per
         raise BudgetExhausted(f"the budget is spent (${store.spent():.4f} of ${config.budget_usd:.2f}); "
                               f"raise budget_usd and rerun to continue")
     return result
+
+
+def new_replay_folder(config: SimulationConfig, export: str | Path, persona: Optional[str], attempt: str) -> Path:
+    """``{run folder}/replays/{YYYYmmdd-HHMMSS}-{export's name}-{persona or own-persona}/``, new for
+    every replay (another started in the same second gets the attempt's random suffix too), with
+    ``replay.json``: what was replayed, with which models and persona, when."""
+    export_name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(export).name.removesuffix(".zip")) or "export"
+    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{export_name}-{persona or 'own-persona'}"
+    parent = config.run_dir / "replays"
+    parent.mkdir(parents=True, exist_ok=True)
+    folder = parent / stem
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        folder = parent / f"{stem}-{attempt.rsplit('-', 1)[-1]}"
+        folder.mkdir()
+    described = {"export": str(Path(export).resolve()), "persona": persona or "each recorded agent's own",
+                 "models": {e.label: e.config.model_dump(mode="json") for e in config.models},
+                 "language": config.language, "seed": config.seed, "attempt": attempt, "started_at": time.time()}
+    (folder / "replay.json").write_text(json.dumps(described, indent=1, default=str), encoding="utf-8")
+    return folder
 
 
 def run_replay(config: SimulationConfig, export_dir: str | Path, **kwargs: Any) -> ReplayResult:
