@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import load_exports, synthetic
+from analysis import load_exports, manifest, synthetic
 from analysis.__main__ import main as cli_main
 from lab.manifest import FROZEN
 
@@ -188,6 +188,7 @@ def test_sessions_in_two_languages_are_not_pooled_unless_asked(tables, tmp_path,
     assert "Pooled although the protocols differ" in report and "language" in report
     assert "share one protocol" not in report
 
-    same = package_folder(tables, hf, tmp_path / "en-too", language="en")
-    assert cli_main([str(english), str(same), "--out", str(tmp_path / "one")]) == 0
-    assert "All sessions share one protocol" in (tmp_path / "one" / "report.html").read_text(encoding="utf-8")
+    # the same two sessions in one language: poolable (its report says so)
+    same = manifest.load_manifests([english, package_folder(tables, hf, tmp_path / "en-too", language="en")])
+    assert sorted(same) == sorted([hh, hf]) and manifest.check_poolable(same) == []
+    assert "All sessions share one protocol" in manifest.report_html(same, [])
