@@ -3,11 +3,12 @@
 A data package (lab/data_package.py) is a zip holding one folder ``lab_session_CODE/`` of CSVs
 (the tables of docs/DATA.md and oTree's own exports), the manifest as JSON, ``datapackage.json``
 and ``README.txt``. It may be given zipped, as downloaded, or unzipped; several at once; or
-inside a folder (a downloads folder of several zips). Folders are read recursively, as before:
+inside a folder (a downloads folder of several zips). Folders are read recursively:
 ``otree test --export`` folders, folders of single exports, annotation and motive files. A
 member of a zip is named ``ARCHIVE.zip/FOLDER/FILE.csv`` in problems and the files table.
 
-Anything else is a ``BadInput``: one line saying what was given and what to give instead.
+Anything else is listed in ``Inputs.bad``; ``Inputs.refusal`` turns it into the command line's one
+line saying what was given and what to give instead (load_exports lists it as a problem).
 """
 
 from __future__ import annotations
