@@ -24,15 +24,32 @@ one connection at once, committing or rolling back each other's work half-way: a
 session came out with players in no group, or failed with a foreign-key error. Here the admin's
 creation holds the lock, as oTree's REST creation does (tests/test_admin_create_session_shares_
 the_connection.py); the creation page still shows its progress, page requests wait meanwhile.
+
+What a creation is given is checked before anything is written (``checked_arguments``), with a
+message saying which value and why, as a refusal (REST: 400): oTree answered an unknown REST field,
+``num_participants`` 0 (a division by zero after the session row existed), an unknown room (after
+it too) and a NUL in the label (PostgreSQL) with 500s, and took NaN, infinity, negative money and
+control characters in settings (``lab.session_settings.check_overrides``). A config's treatment is
+fixed by its name: ``associate_type``, ``label_setting`` and ``game_order`` join oTree's
+``NON_EDITABLE_FIELDS`` (not on the create page; its REST refusal is replaced by ours, which takes
+the same value and refuses another). A failure after the session row exists that is not a
+refusal removes the session too (the one oTree marked for deletion) and is logged with its
+traceback; oTree's create pages showed every failure's Python traceback, the chained exceptions'
+too, with the server's paths: they show the message and a note instead (``_without_traceback``).
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 import threading
 
 from otree.session import CreateSessionInvalidArgs
 
 _attempt = threading.local()  # the id of the session being created in this thread
+logger = logging.getLogger("lab.sessions")
+# In place of the traceback oTree's create pages show under "Failed to create session: ...".
+TRACEBACK_NOTE = "Nothing was created. A refusal's reason is above; any other error's details are in the server's log."
 
 
 class SessionRefused(CreateSessionInvalidArgs):
@@ -54,16 +71,19 @@ def install() -> None:
         return original_run_hooks(session, progress_message_fxn)
 
     def create_session(*args, **kwargs):
+        from lab.session_settings import SessionConfigError
+
         _attempt.session_id = None
         try:
-            return original_create(*args, **kwargs)
+            return original_create(**checked_arguments(original_create, args, kwargs))
         except Exception as error:
-            if _attempt.session_id is not None:
-                remove_session(_attempt.session_id)
-            from lab.session_settings import SessionConfigError
-
+            session_id = _attempt.session_id if _attempt.session_id is not None else _marked_for_deletion()
+            if session_id is not None:
+                remove_session(session_id)
             if isinstance(error, SessionConfigError):
-                raise SessionRefused(str(error)) from error
+                raise SessionRefused(str(error)) from None  # the message says it all: no chained traceback
+            if not isinstance(error, CreateSessionInvalidArgs):
+                logger.exception("Session creation failed (%s); nothing was created", error)
             raise
         finally:
             _attempt.session_id = None
@@ -76,10 +96,15 @@ def install() -> None:
             response.headers["content-type"] = "text/plain; charset=utf-8"  # oTree sends the message untyped
         return response
 
-    from otree.channels.consumers import BaseCreateSession
+    from otree.channels.consumers import BaseCreateSession, WSCreateDemoSession, WSCreateSession
     from otree.middleware import lock2
 
+    from lab.session_settings import TREATMENT_KEYS
+
     BaseCreateSession.lock = lock2  # the one connection: one transaction at a time (see above)
+    for page in (WSCreateSession, WSCreateDemoSession):
+        page.send_response_to_browser = _without_traceback(page.send_response_to_browser)
+    otree.session.NON_EDITABLE_FIELDS.update(TREATMENT_KEYS)  # the create page shows every other flat value
 
     create_session._lab_leaves_nothing = True
     otree.session.run_creating_session_functions = run_creating_session_functions
@@ -100,3 +125,58 @@ def remove_session(session_id: int) -> None:
     db.query(Session).filter(Session.id == session_id).delete(synchronize_session=False)
     db.commit()
     forget_session_id(session_id)  # SQLite may give the next session this id
+
+
+def checked_arguments(create, args: tuple, kwargs: dict) -> dict:
+    """oTree's ``create_session`` arguments, checked (a refusal says which and why) before anything
+    is written; the session config's fields as ``lab.session_settings.check_overrides`` returns them."""
+    from otree.room import ROOM_DICT
+    from otree.session import SESSION_CONFIGS_DICT
+
+    from lab.request_guard import CONTROL_CHARACTERS
+    from lab.session_settings import SessionConfigError, check_overrides
+
+    try:
+        arguments = inspect.signature(create).bind(*args, **kwargs).arguments
+    except TypeError as error:  # REST: a field oTree does not take, or none of a required one
+        raise SessionRefused(f"Session not created: {error}.") from None
+    name = arguments.get("session_config_name")
+    if not isinstance(name, str) or name not in SESSION_CONFIGS_DICT:
+        raise SessionRefused(f"Session config {name!r} does not exist; the configs: {', '.join(SESSION_CONFIGS_DICT)}.")
+    number = arguments.get("num_participants")
+    if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
+        raise SessionRefused(f"num_participants is {number!r}; it must be a whole number of at least 1.")
+    label = arguments.get("label", "")
+    if not isinstance(label, str) or CONTROL_CHARACTERS.search(label):
+        raise SessionRefused(f"The session label {label!r} must be text without control characters (such as NUL).")
+    room = arguments.get("room_name") or None
+    if room is not None and (not isinstance(room, str) or room not in ROOM_DICT):
+        raise SessionRefused(f"room_name {room!r} is not a room of this server; its rooms: {', '.join(ROOM_DICT)}.")
+    arguments["room_name"] = room
+    try:
+        arguments["modified_session_config_fields"] = check_overrides(
+            name, SESSION_CONFIGS_DICT[name], arguments.get("modified_session_config_fields"))
+    except SessionConfigError as error:
+        raise SessionRefused(str(error)) from None
+    return arguments
+
+
+def _marked_for_deletion():
+    """The id of the session oTree's ``create_session`` marked for deletion as it failed (its
+    callers' rollback then kept it), or None."""
+    from otree.database import db
+    from otree.models import Session
+
+    return next((found.id for found in db._db.deleted if isinstance(found, Session)), None)
+
+
+def _without_traceback(send):
+    """A create page's ``send_response_to_browser``: ``TRACEBACK_NOTE`` in place of the traceback
+    (the page shows the message only when a traceback comes with it, and inserts that as HTML)."""
+
+    async def send_response_to_browser(self, event: dict):
+        if event.get("traceback"):
+            event = dict(event, traceback=TRACEBACK_NOTE)
+        return await send(self, event)
+
+    return send_response_to_browser

@@ -9,15 +9,23 @@ creation instead of an error in the middle of a session.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 from dataclasses import dataclass
 
 import protocol
 from lab import matching
+from lab.request_guard import CONTROL_CHARACTERS
 
 GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
 STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMITS}
+# A config's treatment, fixed by its name (settings.py): never edited per session.
+TREATMENT_KEYS = ("associate_type", "label_setting", "game_order")
+# The money a session pays or spends, and the least each may be: a show-up fee and a norm bonus
+# of 0 are designs (Prolific pays its own base); points worth nothing are no incentive.
+MONEY_KEYS = {"participation_fee": (0, "0 or more"), "real_world_currency_per_point": (None, "more than 0"),
+              "norm_bonus": (0, "0 or more"), "session_budget": (0, "0 (no limit) or more")}
 
 
 class SessionConfigError(ValueError):
@@ -200,9 +208,10 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     for key, ok, expected in checks:
         if not ok:
             raise SessionConfigError(f"Session config '{key}' is {merged.get(key)!r}; it must be {expected}.")
+    check_values(merged)
     try:
         p = params_from_config(merged)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise SessionConfigError(f"Session config has a value that is not a number: {exc}") from None
     if not 1 <= p.rounds_per_game <= max_rounds_per_game():
         raise SessionConfigError(
@@ -210,9 +219,6 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
             f"{max_rounds_per_game()} rounds per game (protocol.MAX_ROUNDS_PER_GAME, or the "
             f"environment variable LAB_MAX_ROUNDS_PER_GAME)."
         )
-    for stage, seconds in p.stage_limits.items():
-        if seconds <= 0:
-            raise SessionConfigError(f"Session config '{STAGE_CONFIG_KEYS[stage]}' must be positive, not {seconds}.")
     if p.message_max_chars < 1:
         raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
     from lab.online.config import config_is_online, problem as online_problem
@@ -266,9 +272,75 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         if model_config.constrained_output == "auto" and "llm_constrained_output" not in _resolved(config):
             # no check, or a cloud provider: auto is off, and the session records it so
             config.update(_resolved_keys(resolve_constrained_output(model_config, None)))
-        if float(merged.get("session_budget") or 0) < 0:
-            raise SessionConfigError("Session config 'session_budget' must be 0 (no limit) or positive.")
     return p
+
+
+def check_values(config: dict) -> None:
+    """Raise SessionConfigError for a value no session can run with, before anything is created:
+    text with a control character (NUL: PostgreSQL cannot store it), a number parameter that is not
+    a finite number (JSON and ``float()`` take NaN and infinity, and every comparison with NaN is
+    false, so no limit would ever refuse it), a stage limit that is not positive, money below its
+    least (MONEY_KEYS)."""
+    defaults = _defaults()
+    for key, value in config.items():
+        if isinstance(value, str) and CONTROL_CHARACTERS.search(value):
+            raise SessionConfigError(f"Session config '{key}' is {value!r}: it contains a control character "
+                                     "(such as NUL), which no setting can hold.")
+        if not (_is_number(value) or isinstance(value, str) and _is_number(defaults.get(key))):
+            continue  # not a number parameter
+        try:
+            number = float(value)
+        except ValueError:
+            raise SessionConfigError(f"Session config '{key}' is {value!r}; it must be a number.") from None
+        if not math.isfinite(number):
+            raise SessionConfigError(f"Session config '{key}' is {value!r}; it must be a finite number.")
+    for key in STAGE_CONFIG_KEYS.values():
+        if key in config and not float(config[key]) > 0:
+            raise SessionConfigError(f"Session config '{key}' is {_shown(config[key])}; it must be a positive "
+                                     "number of seconds.")
+    for key, (least, expected) in MONEY_KEYS.items():
+        if config.get(key) in (None, ""):
+            continue
+        amount = float(config[key])
+        if amount < least if least is not None else amount <= 0:
+            raise SessionConfigError(f"Session config '{key}' is {_shown(config[key])}; it must be {expected}.")
+
+
+def _shown(value) -> str:
+    """A value as a message quotes it: a currency (a Decimal) as the number it is."""
+    return repr(float(value)) if _is_number(value) and not isinstance(value, int) else repr(value)
+
+
+def _is_number(value) -> bool:
+    """int, float or Decimal (oTree's currencies), not bool."""
+    from decimal import Decimal
+
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+def check_overrides(config_name: str, config: dict, overrides) -> dict:
+    """The session-config fields a creation changes (oTree's ``modified_session_config_fields``),
+    checked before anything is created: values as the create page sends them (a number, text or
+    true/false), each one runnable (``check_values``), the treatment as the config's name says
+    (TREATMENT_KEYS: the same value is dropped, another refused). Returns the fields to apply."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise SessionConfigError("modified_session_config_fields must be a JSON object of setting: value.")
+    fields = {}
+    for key, value in overrides.items():
+        if not isinstance(key, str) or not (isinstance(value, (bool, str)) or _is_number(value)):
+            raise SessionConfigError(f"Session config {key!r} is {value!r}; a setting is a number, text or "
+                                     "true/false.")
+        if key in TREATMENT_KEYS:
+            if value != config.get(key):
+                raise SessionConfigError(
+                    f"Session config '{key}' is fixed by the config's name: {config_name} runs "
+                    f"{key} {config.get(key)!r}, not {value!r}. Create a session of the config of that treatment.")
+            continue
+        fields[key] = value
+    check_values({**config, **fields})
+    return fields
 
 
 # The model keys the model check resolves, written into the session's config (so the engine, the

@@ -1,17 +1,23 @@
-"""A session refused at creation leaves nothing behind (issue 23), on SQLite and PostgreSQL:
-through the REST API the refusal is a 400 with the message (not a 500 with a traceback), through
-the admin's create-session form the message shows as before, and neither leaves a session,
-participant, player, group, subsession or agent seat; the next session is created and starts."""
+"""A session refused at creation leaves nothing behind, on SQLite and PostgreSQL: through the
+REST API the refusal is a 400 with the message (not a 500 with a traceback), through the admin's
+create-session form the message shows with a note instead of a traceback, and neither leaves a
+session, participant, player, group, subsession or agent seat; the next session is created and
+starts. Every value no session can run with is refused so (no participants, a NUL, NaN or
+infinity, a limit or money below its least, a treatment other than the config's name says), and
+the create page offers no treatment field."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 
 import pytest
 import requests
 
 import settings
+from lab.session_creation import TRACEBACK_NOTE
+from lab.session_settings import MONEY_KEYS, STAGE_CONFIG_KEYS, TREATMENT_KEYS
 
 CONFIG = "hf_informed_wc_first"
 # The model check's one call goes to a port nobody listens on (9: discard, a privileged port).
@@ -32,9 +38,9 @@ def nothing_left(server) -> None:
     assert row_counts(server) == dict.fromkeys(TABLES, 0)
 
 
-def post_session(server, config: str, participants: int, **fields) -> requests.Response:
-    return requests.post(f"{server.base_url}/api/sessions", json=dict(
-        session_config_name=config, num_participants=participants, modified_session_config_fields=fields), timeout=60)
+def post_session(server, config: str, participants, **fields) -> requests.Response:
+    return post_raw(server, dict(session_config_name=config, num_participants=participants,
+                                 modified_session_config_fields=fields))
 
 
 def create_with_admin_form(server, config: str, participants: int, **fields) -> dict:
@@ -75,11 +81,64 @@ def test_refused_session_leaves_nothing_and_rest_says_why(lab_server, database_u
 
     reply = create_with_admin_form(server, CONFIG, 2, **UNREACHABLE_MODEL)
     assert reply.get("error", "").startswith("Failed to create session: Agent model: the model check"), reply
+    assert reply["traceback"] == TRACEBACK_NOTE, reply  # the page shows the message only with one
     nothing_left(server)
 
-    # The next session (SQLite may give it the refused one's id) is created and starts.
-    created = post_session(server, CONFIG, 2, llm_provider="simulated", rounds_per_game=1)
+    every_unrunnable_value_is_refused(server)
+    nothing_left(server)
+
+    # The create page offers the config's settings but not its treatment (fixed by its name).
+    page = requests.get(f"{server.base_url}/create_session", timeout=30).text
+    assert f"name='{CONFIG}.rounds_per_game'" in page and f"name='{CONFIG}.participation_fee'" in page
+    for key in TREATMENT_KEYS:
+        assert f"{CONFIG}.{key}" not in page, key
+
+    # The next session (SQLite may give it the refused one's id) is created and starts; a show-up
+    # fee and a norm bonus of 0 are designs, and the config's own treatment may be repeated.
+    created = post_session(server, CONFIG, 2, llm_provider="simulated", rounds_per_game=1, participation_fee=0,
+                           norm_bonus=0, associate_type="fair", label_setting="informed", game_order="WC-WoC")
     assert created.status_code == 200, created.text[:1000]
     participants = server.get_session(created.json()["code"])["participants"]
     first_page = requests.get(server.start_url(participants[0]["code"]), timeout=30)
     assert first_page.status_code == 200 and "/instructions/" in first_page.url, first_page.url
+
+
+def refused(response: requests.Response, *words: str) -> None:
+    """A 400 with the message as plain text naming ``words``, no traceback."""
+    assert response.status_code == 400, (response.status_code, response.text[:1000])
+    assert response.headers["content-type"].startswith("text/plain")
+    assert all(word in response.text for word in words), (words, response.text)
+    assert "Traceback" not in response.text and "File " not in response.text, response.text
+
+
+def post_raw(server, body: dict) -> requests.Response:
+    """POST /api/sessions with the body as given (NaN and infinity as JSON's extensions, as
+    Python's json module and oTree's read them)."""
+    return requests.post(f"{server.base_url}/api/sessions", data=json.dumps(body),
+                         headers={"content-type": "application/json"}, timeout=60)
+
+
+def every_unrunnable_value_is_refused(server) -> None:
+    for participants in (0, -2, 1.5, "2"):
+        refused(post_session(server, CONFIG, participants), "num_participants", "at least 1")
+    refused(post_raw(server, dict(session_config_name=CONFIG, num_participants=2, label="a\x00b")), "label", "NUL")
+    refused(post_raw(server, dict(session_config_name=CONFIG, num_participants=2, room_name="lab\x00")), "room_name")
+    refused(post_raw(server, dict(session_config_name=CONFIG, num_participants=2, room_name="nowhere")), "room_name")
+    refused(post_raw(server, dict(session_config_name=CONFIG, num_participants=2, colour="red")), "colour")
+    refused(post_raw(server, dict(num_participants=2)), "session_config_name")
+    for key in ("llm_model", "language", "prolific_completion_codes"):
+        refused(post_session(server, CONFIG, 2, **{key: "x\x00y"}), key, "NUL")
+    refused(post_session(server, CONFIG, 2, rounds_per_game=[1]), "rounds_per_game")
+    for key in STAGE_CONFIG_KEYS.values():
+        for seconds in (math.nan, math.inf, -math.inf, 0, -5, "nan"):
+            refused(post_session(server, CONFIG, 2, **{key: seconds}), key)
+    for key, (least, _) in MONEY_KEYS.items():
+        for amount in (math.nan, math.inf, -math.inf, -15) + ((0,) if least is None else ()):
+            refused(post_session(server, CONFIG, 2, **{key: amount}), key)
+    for key, value in dict(associate_type="selfish", label_setting="uninformed", game_order="WoC-WC").items():
+        refused(post_session(server, CONFIG, 2, **{key: value}), key, "fixed by the config's name")
+    # The admin's create page: the message, and no traceback.
+    reply = create_with_admin_form(server, CONFIG, 2, participation_fee=-15)
+    assert reply.get("error") == ("Failed to create session: Session config 'participation_fee' is -15.0; it must "
+                                  "be 0 or more."), reply
+    assert reply["traceback"] == TRACEBACK_NOTE, reply
