@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -119,7 +120,19 @@ def redact(value, secrets: list[str]):
 # --- the record ---------------------------------------------------------------------------------
 def _json(value):
     """As it reads back from JSON, so a frozen record and today's compare equal when equal."""
-    return json.loads(json.dumps(value, default=str, sort_keys=True))
+    return json.loads(json.dumps(without_bare_nan(value), default=str, sort_keys=True))
+
+
+def without_bare_nan(value):
+    """``value`` with NaN and infinity as text ("nan", "inf"): Python writes them as bare NaN and
+    Infinity, which JSON has not (a manifest must read back anywhere)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: without_bare_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [without_bare_nan(v) for v in value]
+    return value
 
 
 def creation_record(session) -> dict:
@@ -198,7 +211,7 @@ def session_manifest(session) -> dict:
         exported_at=time.time(),
         differs_at_export=differs,
     )
-    return redact(manifest, secret_values(dict(session.config)))  # also secrets set since creation
+    return without_bare_nan(redact(manifest, secret_values(dict(session.config))))  # also secrets set since creation
 
 
 def _session_times(session) -> tuple:

@@ -156,3 +156,19 @@ def test_prompt_changed_after_the_session_does_not_change_its_manifest(tmp_path,
     assert unfrozen["prompts_sha256"] == differs["prompts_sha256"]
     assert unfrozen["project_version"] == commit + "+dirty"
     assert json.loads(manifest_csv(files, code)["provenance"]["value"]) == NOT_FROZEN
+
+
+def test_a_manifest_holds_no_bare_nan():
+    """NaN and infinity (which no session config can hold: tests/test_refused_session.py) would be
+    written as bare NaN / Infinity, which JSON has not: a manifest holds them as text."""
+    from lab.manifest import manifest_table, without_bare_nan
+
+    manifest = without_bare_nan(dict(session_config={"decision_seconds": float("nan"), "fee": float("-inf")},
+                                     stage_limits=[float("inf"), 40.0]))
+    assert manifest == dict(session_config={"decision_seconds": "nan", "fee": "-inf"}, stage_limits=["inf", 40.0])
+
+    def strict(constant):
+        raise ValueError(f"bare {constant} in a manifest")
+
+    for _, _, value, _ in manifest_table("code", manifest)[1:]:
+        json.loads(value, parse_constant=strict)
