@@ -31,6 +31,13 @@ DEFAULT_MODELS = {
     "simulated": "simulated-persona",
 }
 SESSION_CONFIG_PREFIX = "llm_"
+# Where a provider's SDK sends requests when given no base_url: its environment variable's URL,
+# else its own address.
+SDK_BASE_URLS = {"openai": ("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+                 "anthropic": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com")}
+# What the environment may decide (the default provider and model, the SDK's URL), written into a
+# session when it is created (``frozen_session_keys``).
+FROZEN_FIELDS = ("provider", "model", "base_url", "api_key_env")
 
 
 class ConfigError(ValueError):
@@ -40,7 +47,8 @@ class ConfigError(ValueError):
 class ModelConfig(BaseModel):
     """One model's settings. Build it with keywords, ``from_session_config`` or ``default_model_config``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+    # allow_inf_nan: a NaN or infinite number passes every bound (a timeout of inf, a price of NaN).
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=(), allow_inf_nan=False)
 
     provider: Provider = "simulated"
     model: str = Field("", description="model name as the provider spells it; empty = the provider's default")
@@ -133,6 +141,14 @@ class ModelConfig(BaseModel):
             return None
         return self.grammar_format or "gbnf"
 
+    def resolved_base_url(self) -> Optional[str]:
+        """Where requests go: the config's URL, else where the provider's SDK sends them (from the
+        environment); None for the simulated model."""
+        if self.base_url or self.provider not in SDK_BASE_URLS:
+            return self.base_url
+        variable, address = SDK_BASE_URLS[self.provider]
+        return os.environ.get(variable) or address
+
     def api_key(self) -> Optional[str]:
         """The key from the environment, read at client creation only; never stored or logged."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -186,6 +202,16 @@ def default_model_config() -> ModelConfig:
         if os.environ.get(DEFAULT_API_KEY_ENV[provider]):
             return ModelConfig(provider=provider)
     return ModelConfig(provider="simulated")
+
+
+def frozen_session_keys(cfg: ModelConfig) -> dict[str, str]:
+    """The model as this process resolves it, as ``llm_*`` keys a session is created with: its
+    provider, model, base URL and the NAME of its key's variable (never the key). A server started
+    later with another environment (an API key set, another OPENAI_BASE_URL) then calls the
+    session's model, not the one its own environment would choose."""
+    resolved = dict(provider=cfg.provider, model=cfg.model, base_url=cfg.resolved_base_url(),
+                    api_key_env=cfg.api_key_env)
+    return {SESSION_CONFIG_PREFIX + name: resolved[name] or "" for name in FROZEN_FIELDS}
 
 
 def session_config_defaults() -> dict[str, Any]:

@@ -406,8 +406,12 @@ def agents_health(session) -> dict | None:
                 reasons[reason or "unknown"] += 1
     limit = agents.budget_limit(session)
     config = agents.model_config(session)
+    from agents.models import serving_problem
+
     return dict(
         model=f"{config.provider} / {config.model}",
+        # The session's model as frozen at its creation, which this server may be unable to call.
+        model_problem=serving_problem(config),
         calls=calls,
         calls_by_status=dict(statuses),
         answered_calls=statuses[ANSWERED],

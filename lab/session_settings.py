@@ -234,15 +234,17 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         except matching.MatchingError as exc:
             raise SessionConfigError(str(exc)) from None
     if p.associate_type == "human" and merged.get("online") and merged.get("stand_in") == "agent":
-        from agents.config import ConfigError, ModelConfig
+        from agents.config import ConfigError, ModelConfig, frozen_session_keys
         from agents.models import build_model
 
         try:  # the stand-ins' model: a missing API key is refused now, not at the first dropout
-            build_model(ModelConfig.from_session_config(merged))
+            model_config = ModelConfig.from_session_config(merged)
+            build_model(model_config)
         except ConfigError as exc:
             raise SessionConfigError(f"Stand-in agents' model config: {exc}") from None
+        config.update(frozen_session_keys(model_config))
     elif p.associate_type != "human":
-        from agents.config import ConfigError, ModelConfig
+        from agents.config import ConfigError, ModelConfig, frozen_session_keys
         from agents.models import build_model, check_model, resolve_constrained_output
 
         try:
@@ -250,6 +252,9 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
             model = build_model(model_config)  # a missing API key fails here, not mid-session
         except ConfigError as exc:
             raise SessionConfigError(f"Agent model config: {exc}") from None
+        # The model as resolved here and now is the session's for its whole life (the engine, the
+        # manifest and the dashboard read these keys), whatever a later server's environment says.
+        config.update(frozen_session_keys(model_config))
         if model_config.check_model:
             # One real call now, so a wrong URL, key or model name is refused before participants
             # arrive, not discovered as every agent turn falling back (llm_check_model=False: off).

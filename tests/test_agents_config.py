@@ -111,3 +111,32 @@ def test_asyncio_is_not_needed_to_build_a_simulated_model():
     model = build_model(ModelConfig(provider="simulated"))
     assert model.settings.provider == "simulated"
     assert asyncio.run(model.complete([], deadline=time.monotonic() + 1)).status == "ok"
+
+
+def test_the_model_a_session_is_created_with_holds_whatever_the_environment_says_later(monkeypatch):
+    """frozen_session_keys: the provider, model, URL and key variable as resolved at creation; read
+    back in another environment they name the same model."""
+    from agents.config import frozen_session_keys, session_config_defaults
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    created = {**session_config_defaults(), **frozen_session_keys(ModelConfig.from_session_config(
+        session_config_defaults()))}
+    assert {key: created[key] for key in ("llm_provider", "llm_model", "llm_base_url", "llm_api_key_env")} == dict(
+        llm_provider="simulated", llm_model="simulated-persona", llm_base_url="", llm_api_key_env="")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-later")
+    assert ModelConfig.from_session_config(created).provider == "simulated"
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    keyed = frozen_session_keys(ModelConfig.from_session_config(session_config_defaults()))
+    assert keyed == dict(llm_provider="openai", llm_model="gpt-4o", llm_base_url="http://127.0.0.1:9/v1",
+                         llm_api_key_env="OPENAI_API_KEY")
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert ModelConfig.from_session_config(keyed).base_url == "http://127.0.0.1:9/v1"
+    assert frozen_session_keys(ModelConfig(provider="anthropic"))["llm_base_url"] == "https://api.anthropic.com"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "nan", "-inf"])
+def test_a_model_setting_is_a_finite_number(value):
+    with pytest.raises(ConfigError, match="llm_request_timeout"):
+        ModelConfig.from_session_config({"llm_provider": "simulated", "llm_request_timeout": value})

@@ -202,15 +202,20 @@
     };
     var failed = {};
     Object.keys(a.calls_by_status).forEach(function (k) { if (k !== "ok") failed[k] = a.calls_by_status[k]; });
-    fillTable(document.getElementById("dash-agents"), ["", ""], [
-      ["model", a.model],
+    var rows = [["model", a.model]];
+    if (a.model_problem) {
+      var problem = el("strong", "this server cannot call it: " + a.model_problem + "; its agents' turns fall back",
+        "text-danger");
+      rows.push(["model unavailable", problem]);
+    }
+    fillTable(document.getElementById("dash-agents"), ["", ""], rows.concat([
       ["calls", a.calls + " (answered: " + a.answered_calls + ", failed: " + a.failed_calls + ")"],
       ["failed calls by status", join(failed) || "none"],
       ["latency p50 / p95 of answered calls (n = " + a.latency_n + ")",
         num(a.latency_p50, 2) + " s / " + num(a.latency_p95, 2) + " s"],
       ["fallbacks by reason", join(a.fallbacks_by_reason) || "none"],
       ["spent / budget", num(a.spent, 4) + " / " + (a.budget === null ? "no limit" : num(a.budget, 2)) + " USD"],
-      ["model check", a.model_check]]);
+      ["model check", a.model_check]]));
   }
 
   function render(d) {

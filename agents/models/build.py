@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from typing import Optional
 
 from ..config import ConfigError, ModelConfig
-from ..types import LanguageModel, ModelSettings
+from ..types import CallStatus, LanguageModel, ModelReply, ModelSettings
 from .budget import Budget, BudgetedModel, unanswered_cost
 from .layers import DeadlineGuard, RateLimitedModel, RetryingModel
 from .providers import AnthropicModel, OpenAIChatModel
@@ -19,6 +20,28 @@ def model_settings(cfg: ModelConfig) -> ModelSettings:
                          grammar=cfg.grammar())
 
 
+def serving_problem(cfg: ModelConfig) -> Optional[str]:
+    """Why this process cannot call the model (None: it can): the variable naming its key is not
+    set here (openai_compatible names none unless its server needs one)."""
+    if cfg.provider != "simulated" and cfg.api_key_env and not cfg.api_key():
+        return (f"api_key_env: the environment variable {cfg.api_key_env} is not set "
+                f"(provider {cfg.provider!r} needs an API key)")
+    return None
+
+
+class UnavailableModel:
+    """A model this process cannot call (``serving_problem``): every call answers ``config_error``
+    with the problem at once and sends nothing, so each turn falls back, flagged."""
+
+    def __init__(self, settings: ModelSettings, problem: str) -> None:
+        self.settings, self.problem = settings, problem
+
+    async def complete(self, messages, *, deadline: float) -> ModelReply:
+        now = time.time()
+        return ModelReply(status=CallStatus.CONFIG_ERROR.value, error=self.problem, time_sent=now, time_done=now,
+                          retryable=False)
+
+
 def build_adapter(cfg: ModelConfig) -> LanguageModel:
     """The bare provider adapter (one attempt per call, no limits). Prefer ``build_model``."""
     settings = model_settings(cfg)
@@ -26,9 +49,9 @@ def build_adapter(cfg: ModelConfig) -> LanguageModel:
         from ..simulated import SimulatedModel
 
         return SimulatedModel(cfg)
-    if cfg.api_key_env and not cfg.api_key():  # openai_compatible names none unless its server needs one
-        raise ConfigError(f"api_key_env: the environment variable {cfg.api_key_env} is not set "
-                          f"(provider {cfg.provider!r} needs an API key)")
+    problem = serving_problem(cfg)
+    if problem:
+        raise ConfigError(problem)
     if cfg.provider == "anthropic":
         return AnthropicModel(cfg, settings)
     return OpenAIChatModel(cfg, settings)

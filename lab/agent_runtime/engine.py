@@ -11,14 +11,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gc
+import logging
 import sys
 import threading
 from typing import Any, Callable, Optional
 
 from agents.agent import PENDING
-from agents.config import ModelConfig
-from agents.models import Budget, build_model
+from agents.config import ConfigError, ModelConfig
+from agents.models import Budget, UnavailableModel, build_model, model_settings
 from agents.types import CallRecord
+
+logger = logging.getLogger("lab.agents")
 
 # Python's GIL switch interval once the engine runs (see AgentEngine._ensure_loop); default 5 ms.
 ENGINE_SWITCH_INTERVAL_SECONDS = 0.0005
@@ -134,13 +137,21 @@ class AgentEngine:
 
     def model(self, session_code: str, config: ModelConfig, budget_limit: Optional[float],
               spent_so_far: Callable[[], float]):
-        """One model (client, limits) and one budget per session, shared by all its agents."""
+        """One model (client, limits) and one budget per session, shared by all its agents. A model
+        this server cannot call (its key's variable unset here, as after a restart in another
+        environment) is said in the log and answers every call config_error: the turns fall back."""
         with self._lock:
             if session_code not in self._models:
                 budget = Budget(budget_limit)
                 budget.charge(spent_so_far())  # after a restart: what the session already spent
                 self._budgets[session_code] = budget
-                self._models[session_code] = build_model(config, budget=budget, charge_unanswered=True)
+                try:
+                    self._models[session_code] = build_model(config, budget=budget, charge_unanswered=True)
+                except ConfigError as problem:
+                    logger.error("Session %s: this server cannot call its model %s / %s: %s. Its agents' turns "
+                                 "fall back (flagged config_error) until the server is started with it.",
+                                 session_code, config.provider, config.model, problem)
+                    self._models[session_code] = UnavailableModel(model_settings(config), str(problem))
                 gc.freeze()  # the provider's SDK and client live as long as the server (see freeze_heap)
             return self._models[session_code]
 
