@@ -176,7 +176,8 @@ def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_hu
 
 # --- Exports -----------------------------------------------------------------------------------
 def decision_rows(player, tables: agents.GameTables):
-    """The human's decision row, and the agent's when the associate was one (docs/DATA.md)."""
+    """The human's decision row, and the agent's when the associate was one (docs/DATA.md); the
+    points are those stored with the human's row, never recomputed from today's protocol.py."""
     if not player.field_maybe_none("choice"):
         return
     yield lab_game.decision_row(player, tables.game)
@@ -186,7 +187,10 @@ def decision_rows(player, tables: agents.GameTables):
     if turn is None or getattr(turn, "choice") is None:
         return
     p = params(player.session)
-    agent_points, human_points = protocol.PAYOFFS[(turn.choice, player.choice)]
+    # The points stored when the round was settled (the human's row holds both sides'); empty, as
+    # on the human's row, in an export taken before.
+    settled = player.field_maybe_none("associate_choice") is not None
+    agent_points, human_points = (player.associate_payoff, int(player.payoff)) if settled else (None, None)
     rule = lab_game.dropout_rule(player)
     stand_in = rule == "stand_in"  # an online stand-in playing a dropped participant's seat
     yield [

@@ -8,19 +8,26 @@ current and that every exported column is here).
 
 Types are Table Schema types (https://specs.frictionlessdata.io/table-schema/); ``unit`` is ours
 (Table Schema has none); ``enum`` becomes ``constraints.enum``. An empty cell is a missing value.
+
+A column whose allowed values, unit or description come from protocol.py (choices, payoffs,
+answer scales, the currency) is built from those values (``_from_protocol``): here, and so in
+DATA.md, from today's; in a session's data package from the values frozen with the session
+(``Column.of_session``, lab/manifest.py ``session_protocol_values``), so that the description
+of a session's data is the protocol it ran.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import protocol
+from lab.manifest import protocol_values
 
 EPOCH = "s (Unix epoch)"
 POINTS = "points"
 SECONDS = "s"
-CNY = protocol.CURRENCY_CODE
-LIKERT = tuple(range(protocol.LIKERT_MIN, protocol.LIKERT_MAX + 1))
+TODAY = protocol_values()
 # How booleans are written: our long tables say True/False (lab.game.csv_bool), oTree's
 # CSV writer 1/0 (its own exports, and custom-export cells that are Python booleans).
 # (true values, false values), Table Schema's trueValues/falseValues.
@@ -35,6 +42,12 @@ class Column:
     type: str = "string"
     unit: str | None = None
     enum: tuple | None = None
+    # builds the column from protocol values (lab/manifest.py protocol_values); None: fixed
+    from_protocol: Callable[[dict], "Column"] | None = field(default=None, compare=False, repr=False)
+
+    def of_session(self, values: dict) -> "Column":
+        """The column as a session whose protocol values are ``values`` describes it."""
+        return self if self.from_protocol is None else _from_protocol(self.from_protocol, values)
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,32 @@ class Table:
 
 def _c(description, type="string", unit=None, enum=None) -> Column:
     return Column(description, type, unit, tuple(enum) if enum is not None else None)
+
+
+def _from_protocol(build: Callable[[dict], Column], values: dict = TODAY) -> Column:
+    return replace(build(values), from_protocol=build)
+
+
+def _scale(values: dict) -> tuple:
+    low, high = values["answer_scales"]["likert"]
+    return tuple(range(low, high + 1))
+
+
+def _norm_index(values: dict) -> tuple:
+    return tuple(range(len(values["answer_scales"]["norm_intervals"])))
+
+
+def _norm_text(values: dict) -> str:
+    return ", ".join(f"{i} = {lo}-{hi} %" for i, (lo, hi) in enumerate(values["answer_scales"]["norm_intervals"]))
+
+
+def _likert(text: str, note: str = "") -> Column:
+    """An item of a Likert scale: ``text``, the scale's range, ``note``."""
+    return _from_protocol(lambda v: _c(f"{text}, {_scale(v)[0]}..{_scale(v)[-1]}{note}", "integer", enum=_scale(v)))
+
+
+def _money(description: str, per: str = "") -> Column:
+    return _from_protocol(lambda v: _c(description, "number", v["currency"] + per))
 
 
 # --- docs/DATA.md's tables ----------------------------------------------------------------------
@@ -62,7 +101,7 @@ SESSION_KEYS = {
 }
 GAME = _c("WC (with communication) or WoC (without)", enum=protocol.GAMES)
 ROUND = _c("round of the game, from 1", "integer")
-CHOICE = _c("A (cooperate) or B (defect); labels are neutral on screen", enum=protocol.CHOICES)
+CHOICE = _from_protocol(lambda v: _c("A (cooperate) or B (defect); labels are neutral on screen", enum=v["choices"]))
 KIND = _c("human or agent", enum=("human", "agent"))
 CONVERSATION = _c("{session_code}-{game}-r{round}-{pair}: shared by both sides of one pair-round")
 DROPOUT_RULE = _c("online: stand_in (an agent played a dropped seat) or alone (its choice random)", enum=("stand_in", "alone"))
@@ -81,8 +120,8 @@ DECISIONS = {
     "choice": CHOICE,
     "timed_out": _c("True when the choice was random because none came in time (agents: the fallback)",
                     "boolean"),
-    "associate_choice": _c(CHOICE.description + "; empty in an export taken before the associate decided",
-                           enum=CHOICE.enum),
+    "associate_choice": _from_protocol(lambda v: _c(
+        CHOICE.description + "; empty in an export taken before the associate decided", enum=v["choices"])),
     "payoff": _c("points of the round; empty before the associate decided", "integer", POINTS),
     "associate_payoff": _c("the associate's points of the round; empty before the associate decided", "integer",
                            POINTS),
@@ -110,22 +149,20 @@ MESSAGES = {
     "partner_stand_in": _c("online: True for the partner's own messages of a stand-in pair-round", "boolean"),
 }
 
-NORM_INTERVALS_TEXT = ", ".join(f"{i} = {lo}-{hi} %" for i, (lo, hi) in enumerate(protocol.NORM_INTERVALS))
-NORM_INDEX = tuple(range(len(protocol.NORM_INTERVALS)))
 QUESTIONNAIRE = {
-    **{f"norm_estimate_{game}": _c(f"Q1: estimated interval of the others' cooperation rate in {game} "
-                                   f"({NORM_INTERVALS_TEXT})", "integer", enum=NORM_INDEX) for game in protocol.GAMES},
-    **{f"perception_{item}": _c(f"Q2: perception of the associates, {item}, -3..3", "integer", enum=LIKERT)
-       for item in protocol.PERCEPTION_ITEMS},
-    **{f"c7_{item}": _c(f"Q3: communication quality (7C), {item}, -3..3", "integer", enum=LIKERT)
-       for item in protocol.SEVEN_C_ITEMS},
-    "believed_human": _c("Q4: 'my associates were humans', -3..3; label-uninformed sessions only", "integer",
-                         enum=LIKERT),
-    "llm_familiarity": _c("Q5: familiarity with LLMs, 1 (never heard of them) .. 5 (use them daily)", "integer",
-                          enum=protocol.LLM_FAMILIARITY_LEVELS),
-    **{f"svo_item_{n}": _c(f"Q6: SVO slider item {n}, position 0..{protocol.SVO_STEPS - 1} of the nine allocations",
-                           "integer", enum=tuple(range(protocol.SVO_STEPS)))
-       for n in range(1, len(protocol.SVO_ITEMS) + 1)},
+    **{f"norm_estimate_{game}": _from_protocol(lambda v, game=game: _c(
+        f"Q1: estimated interval of the others' cooperation rate in {game} ({_norm_text(v)})", "integer",
+        enum=_norm_index(v))) for game in protocol.GAMES},
+    **{f"perception_{item}": _likert(f"Q2: perception of the associates, {item}") for item in protocol.PERCEPTION_ITEMS},
+    **{f"c7_{item}": _likert(f"Q3: communication quality (7C), {item}") for item in protocol.SEVEN_C_ITEMS},
+    "believed_human": _likert("Q4: 'my associates were humans'", "; label-uninformed sessions only"),
+    "llm_familiarity": _from_protocol(lambda v, levels="llm_familiarity_levels": _c(
+        f"Q5: familiarity with LLMs, {v['answer_scales'][levels][0]} (never heard of them) .. "
+        f"{v['answer_scales'][levels][-1]} (use them daily)", "integer", enum=v["answer_scales"][levels])),
+    **{f"svo_item_{n}": _from_protocol(lambda v, n=n: _c(
+        f"Q6: SVO slider item {n}, position 0..{v['answer_scales']['svo_steps'] - 1} of the {v['answer_scales']['svo_steps']} "
+        "allocations", "integer",
+        enum=range(v["answer_scales"]["svo_steps"]))) for n in range(1, len(protocol.SVO_ITEMS) + 1)},
     "svo_angle": _c("SVO angle (Murphy et al. 2011) from the six items", "number", "degrees"),
     "svo_category": _c("SVO category of the angle", enum=("altruistic", "prosocial", "individualistic", "competitive")),
     "age": _c("Q7: age", "integer", "years"),
@@ -134,12 +171,13 @@ QUESTIONNAIRE = {
 }
 
 PAYMENT_FIELDS = {
-    **{f"norm_true_{game}": _c(f"the true interval index of the other participants' cooperation rate in {game}; "
-                               "empty when nobody else played", "integer", enum=NORM_INDEX) for game in protocol.GAMES},
+    **{f"norm_true_{game}": _from_protocol(lambda v, game=game: _c(
+        f"the true interval index of the other participants' cooperation rate in {game}; empty when nobody else "
+        "played", "integer", enum=_norm_index(v))) for game in protocol.GAMES},
     **{f"norm_correct_{game}": _c(f"True when the {game} norm estimate was in the true interval", "boolean")
        for game in protocol.GAMES},
     **{f"points_{game}": _c(f"points of game {game}", "integer", POINTS) for game in protocol.GAMES},
-    "payout": _c("the payment: show-up fee + rate x points + bonus per correct norm estimate", "number", CNY),
+    "payout": _money("the payment: show-up fee + rate x points + bonus per correct norm estimate"),
 }
 
 PARTICIPANTS = {
@@ -223,7 +261,12 @@ MANIFEST_KEYS = {
     "session_budget": "USD, agent sessions",
     "stage_limits": "seconds per stage",
     "rounds_per_game": "rounds played in each game", "message_max_chars": "longest chat message, characters",
-    "payoff_table": '`{"AA": [own, associate], "AB": …, "BA": …, "BB": …}` (own choice first)',
+    "payoff_table": '`{"AA": [own, associate], "AB": …, "BA": …, "BB": …}` (own choice first): the payoffs the '
+                    "session ran with (its exports' points are the ones stored as it was played)",
+    "choices": "the choices, `[\"A\", \"B\"]` (A cooperates)",
+    "answer_scales": "the questionnaires' scales: `norm_intervals` (Q1, percent), `likert` (Q2-Q4, lowest and highest), "
+                     "`llm_familiarity_levels` (Q5), `svo_steps` (Q6); the data package's allowed values come from "
+                     "these, `payoff_table` and `choices`",
     "payment": "`participation_fee`, `currency_per_point`, `norm_bonus`, `currency`",
     "created_at": "epoch seconds: the session's creation (when its record was frozen)",
     "started_at": "epoch seconds: first page completed (oTree's page-time records)",
@@ -320,9 +363,9 @@ _GAME_PLAYER = {
 }
 APP_PLAYER_FIELDS = {
     "instructions": {
-        **{f"quiz_{own}{other}": _c(f"quiz: own points when you choose {own} and the associate {other} (last "
-                                    "attempt)", "integer", POINTS, sorted({o for o, _ in protocol.PAYOFFS.values()}))
-           for own, other in protocol.PAYOFFS},
+        **{f"quiz_{own}{other}": _from_protocol(lambda v, own=own, other=other: _c(
+            f"quiz: own points when you choose {own} and the associate {other} (last attempt)", "integer", POINTS,
+            sorted({points[0] for points in v["payoff_table"].values()}))) for own, other in protocol.PAYOFFS},
         "quiz_same_associate": _c("quiz: 'you meet the same associate again' (last attempt; right: false)", "boolean"),
         "quiz_attempts": PARTICIPANTS["quiz_attempts"],
         "quiz_passed_at": _c("time the quiz was passed", "number", EPOCH),
@@ -374,9 +417,9 @@ def config_columns() -> dict:
         "language": _c("participants' language", enum=("zh_hans", "en")),
         "rounds_per_game": _c("rounds played in each game", "integer"),
         "message_max_chars": _c("longest chat message", "integer", "characters"),
-        "participation_fee": _c("show-up fee", "number", CNY),
-        "real_world_currency_per_point": _c("money per point", "number", f"{CNY}/point"),
-        "norm_bonus": _c("bonus per correct norm estimate", "number", CNY),
+        "participation_fee": _money("show-up fee"),
+        "real_world_currency_per_point": _money("money per point", "/point"),
+        "norm_bonus": _money("bonus per correct norm estimate"),
         "session_budget": _c("agent sessions: money the model calls may cost (0 = no limit)", "number", "USD"),
         # "online" and the entry's keys: lab/online/config.py CONFIG_COLUMNS (below)
         "stand_in": _c("online: who plays a dropped seat", enum=("agent", "none")), "dropout_closed_tab_seconds": _c(
@@ -423,9 +466,16 @@ def otree_column(name: str) -> Column | None:
     if len(parts) == 4 and parts[1].isdigit():
         app, round_number, model, field = parts
         column = _model_column(app, model, field)
-        return None if column is None else Column(f"{app}, round {round_number}: {column.description}", column.type,
-                                                  column.unit, column.enum)
+        return None if column is None else _prefixed(column, f"{app}, round {round_number}: ")
     return None
+
+
+def _prefixed(column: Column, prefix: str) -> Column:
+    """``column`` with its description after ``prefix`` (as its session describes it too)."""
+    if column.from_protocol is None:
+        return replace(column, description=prefix + column.description)
+    build = column.from_protocol
+    return _from_protocol(lambda values: replace(build(values), description=prefix + build(values).description))
 
 
 def app_column(app: str, name: str) -> Column | None:

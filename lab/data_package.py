@@ -4,7 +4,8 @@ The files: the tables of docs/DATA.md (the apps' custom exports), oTree's own ex
 session (one per app, the wide one, the page times), the frozen manifest as JSON, a README.txt,
 and a Frictionless Data Package (https://specs.frictionlessdata.io/data-package/)
 ``datapackage.json`` giving each file's SHA-256, bytes, row count and Table Schema (every
-column's name, type, description, unit and allowed values, from lab/data_dictionary.py).
+column's name, type, description, unit and allowed values, from lab/data_dictionary.py, with the
+payoffs, choices, answer scales and currency the session was created with: lab/manifest.py).
 
 Three ways out, one package: the admin's *Data package* tab (lab/admin_views.py, a zip),
 ``python -m labserver export CODE --out DIR`` (the same zip) and ``labserver bots --export DIR``
@@ -58,11 +59,15 @@ def _records(text: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(text, newline="")))
 
 
-def _csv_file(path: str, text: str, description: str, describe, booleans, secrets) -> DataFile:
+def _csv_file(path: str, text: str, description: str, describe, booleans, secrets, values: dict) -> DataFile:
+    """A CSV file; ``describe(name)`` gives a column's description, as the session whose protocol
+    values are ``values`` has it (``Column.of_session``)."""
     text = lab_manifest.redact_text(text, secrets)
     records = _records(text)
     header = records[0] if records else []
-    return DataFile(path, text.encode("utf-8"), description, {name: describe(name) for name in header}, booleans,
+    columns = {name: describe(name) for name in header}
+    return DataFile(path, text.encode("utf-8"), description,
+                    {name: column and column.of_session(values) for name, column in columns.items()}, booleans,
                     rows=max(len(records) - 1, 0))
 
 
@@ -83,6 +88,7 @@ def session_files(session_code: str) -> list[DataFile]:
     secrets = lab_manifest.secret_values(dict(session.config))
     apps = list(session.config["app_sequence"])
     manifest = lab_manifest.session_manifest(session)
+    values = lab_manifest.session_protocol_values(manifest)
     code = session_code
     files = []
     for app in apps:
@@ -97,17 +103,17 @@ def session_files(session_code: str) -> list[DataFile]:
                            else f"custom export {function_name} of the app {app}")
             columns = table.columns if table else {}
             files.append(_csv_file(f"{app}_{function_name}_{code}.csv", text, description, columns.get,
-                                   table.booleans if table else dd.DIGITS, secrets))
+                                   table.booleans if table else dd.DIGITS, secrets, values))
     files.append(_csv_file(f"all_apps_wide_{code}.csv", _csv_text(lambda fp: otree.export.export_wide(fp, code)),
                            "oTree's wide export: one row per participant, every app's fields in every round",
-                           dd.otree_column, dd.DIGITS, secrets))
+                           dd.otree_column, dd.DIGITS, secrets, values))
     for app in apps:
         files.append(_csv_file(f"{app}_{code}.csv", _csv_text(lambda fp: otree.export.export_app(app, fp, code)),
                                f"oTree's export of the app {app}: one row per participant and round",
-                               lambda name, app=app: dd.app_column(app, name), dd.DIGITS, secrets))
+                               lambda name, app=app: dd.app_column(app, name), dd.DIGITS, secrets, values))
     files.append(_csv_file(f"PageTimes_{code}.csv", _page_times_text(code),
                            "oTree's page-time records: one row per page a participant completed",
-                           dd.PAGE_TIMES.get, dd.EITHER, secrets))
+                           dd.PAGE_TIMES.get, dd.EITHER, secrets, values))
     manifest_json = json.dumps(lab_manifest.redact(manifest, secrets), indent=2, sort_keys=False,
                                ensure_ascii=False, default=str)
     files.append(DataFile(f"manifest_{code}.json", manifest_json.encode("utf-8"),

@@ -50,7 +50,7 @@ REDACTED = "(redacted)"
 _MOMENT_KEYS = {"created_at"}
 _KEY_ORDER = ("session_code", "treatment", "num_participants", "created_at", "project_version", "packages",
               "session_config", "prompts", "prompts_sha256", "model_settings", "session_budget", "stage_limits",
-              "rounds_per_game", "message_max_chars", "payoff_table", "payment")
+              "rounds_per_game", "message_max_chars", "payoff_table", "choices", "answer_scales", "payment")
 
 
 def project_version() -> str:
@@ -117,6 +117,29 @@ def redact(value, secrets: list[str]):
     return value
 
 
+# --- the protocol's values --------------------------------------------------------------------------
+def protocol_values() -> dict:
+    """The values of protocol.py a session's data is read by: its payoffs, choices and answer
+    scales, frozen with the session (``creation_record``), and the currency."""
+    return dict(
+        payoff_table={f"{own}{other}": list(points) for (own, other), points in sorted(protocol.PAYOFFS.items())},
+        choices=list(protocol.CHOICES),
+        answer_scales=dict(norm_intervals=[list(bounds) for bounds in protocol.NORM_INTERVALS],
+                           likert=[protocol.LIKERT_MIN, protocol.LIKERT_MAX],
+                           llm_familiarity_levels=list(protocol.LLM_FAMILIARITY_LEVELS), svo_steps=protocol.SVO_STEPS),
+        currency=protocol.CURRENCY_CODE,
+    )
+
+
+def session_protocol_values(manifest: dict) -> dict:
+    """``protocol_values`` as the session's manifest froze them (today's for a value it lacks: a
+    session frozen before the value was)."""
+    values = protocol_values()
+    values.update({key: manifest[key] for key in values if key in manifest})
+    values["currency"] = (manifest.get("payment") or {}).get("currency") or values["currency"]
+    return values
+
+
 # --- the record ---------------------------------------------------------------------------------
 def _json(value):
     """As it reads back from JSON, so a frozen record and today's compare equal when equal."""
@@ -165,7 +188,7 @@ def creation_record(session) -> dict:
         stage_limits=p.stage_limits,
         rounds_per_game=p.rounds_per_game,
         message_max_chars=p.message_max_chars,
-        payoff_table={f"{own}{other}": list(points) for (own, other), points in sorted(protocol.PAYOFFS.items())},
+        **{key: value for key, value in protocol_values().items() if key != "currency"},
         payment=dict(participation_fee=p.participation_fee, currency_per_point=p.currency_per_point,
                      norm_bonus=p.norm_bonus, currency=protocol.CURRENCY_CODE),
     )

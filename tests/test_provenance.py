@@ -1,6 +1,8 @@
-"""Provenance is the session's, not the export's (issue 23): the manifest is frozen when the session
-is created, and an export made after the code changed shows the frozen record with today's
-differences beside it; secrets are redacted by value, not by a word in a key's name.
+"""Provenance is the session's, not the export's: the manifest is frozen when the session is
+created, and an export made after the code changed shows the frozen record with today's
+differences beside it; secrets are redacted by value, not by a word in a key's name. Every number
+an export shows is the session's: after protocol.py's payoffs and norm intervals change, its
+decisions are byte for byte what they were and its data package still passes frictionless.
 
 The session runs in a real copy of the project with its own git commit (not the suite's symlinked
 copy, whose prompts are the working tree's), so a prompt file can be changed after the session.
@@ -18,6 +20,7 @@ import pytest
 from lab.manifest import FROZEN, NOT_FROZEN, REDACTED
 from tests import processes
 from tests.lab_server import PROJECT, PYTHON, lab_env, run_bots
+from tests.test_data_package import _fields, _resource, _unzip, _validate
 
 ROUNDS = 2
 SECRET = "secret-value-of-LAB_TEST_KEY-4711"
@@ -106,16 +109,32 @@ def test_prompt_changed_after_the_session_does_not_change_its_manifest(tmp_path,
     assert created["project_version"] == commit, "a clean commit at creation"
     assert created["model_settings"]["provider"] == "simulated"
 
-    # After the session: a prompt is edited (not committed) and an OpenAI key is set.
+    # After the session: a prompt is edited (not committed), the payoffs and norm intervals of
+    # protocol.py change, and an OpenAI key is set.
     prompt = project / "prompts" / "_game_rules.j2"
     prompt.write_text(prompt.read_text() + "\n{# edited after the session #}\n")
+    rules = project / "protocol.py"
+    rules.write_text(rules.read_text().replace('("A", "A"): (70, 70)', '("A", "A"): (90, 90)').replace(
+        '("A", "B"): (10, 80)', '("A", "B"): (5, 95)').replace('("B", "A"): (80, 10)', '("B", "A"): (95, 5)').replace(
+        "NORM_INTERVALS = ((0, 20), (20, 40), (40, 60), (60, 80), (80, 100))",
+        "NORM_INTERVALS = ((0, 25), (25, 50), (50, 75), (75, 100))"))
     files = export_zip(project, database_url, code, tmp_path / "later", LAB_TEST_KEY=SECRET,
                        OPENAI_API_KEY=OPENAI_KEY_TODAY)
     later = json.loads(files[f"manifest_{code}.json"])
     assert later["provenance"] == FROZEN
     for key in ("prompts", "prompts_sha256", "project_version", "packages", "model_settings", "session_config",
-                "stage_limits", "payoff_table", "payment", "created_at"):
+                "stage_limits", "payoff_table", "choices", "answer_scales", "payment", "created_at"):
         assert later[key] == created[key], key
+    assert later["differs_at_export"]["payoff_table"]["AA"] == [90, 90]
+    # The session's numbers: the decisions (both sides' points) as exported at creation, and its
+    # package's allowed values the session's payoffs and intervals (today's would refuse its data).
+    decisions = f"payment_custom_export_decisions_{code}.csv"
+    assert files[decisions] == (at_creation / decisions).read_bytes()
+    package_folder = _unzip((tmp_path / "later" / f"lab_session_{code}.zip").read_bytes(), tmp_path / "later_package")
+    package = _validate(package_folder / "datapackage.json")
+    assert _fields(_resource(package, f"instructions_{code}"))["player.quiz_AA"]["constraints"]["enum"] == [10, 40, 70, 80]
+    assert _fields(_resource(package, f"payment_custom_export_{code}"))["norm_estimate_WC"]["constraints"][
+        "enum"] == [0, 1, 2, 3, 4]
     # Beside the frozen record: what today's code and environment would record.
     differs = later["differs_at_export"]
     assert differs["project_version"] == commit + "+dirty"
