@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import json
 import multiprocessing
 import os
@@ -357,26 +356,12 @@ def at_same_rank(times: list, baseline: list, q: float = 95) -> float:
     return times[index] / baseline[max(0, len(baseline) - above)]
 
 
-@contextlib.contextmanager
 def bench_database(admin_url: str, label: str):
     """For PostgreSQL: a new database next to the one ``admin_url`` names, dropped afterwards
-    (its connections ended first); for SQLite ('') nothing."""
-    if not admin_url:
-        yield ""
-        return
-    import psycopg2
+    (labserver.workdir.database_beside); for SQLite ('') nothing."""
+    from labserver.workdir import database_beside
 
-    name = "lab_bench_" + re.sub(r"\W", "_", label)[:20] + f"_{int(time.time())}"
-    admin = psycopg2.connect(admin_url)
-    admin.autocommit = True
-    admin.cursor().execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin_url.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        cursor = admin.cursor()
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.close()
+    return database_beside(admin_url, "bench_" + label)
 
 
 def describe(label: str, r: dict) -> str:

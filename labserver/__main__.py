@@ -34,8 +34,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="override a session-config value, e.g. --set rounds_per_game=3")
     bots.add_argument("--export", type=Path, help="write every custom export of the session here")
     bots.add_argument("--database", choices=("rehearsal", "lab"), default="rehearsal",
-                      help="rehearsal (default): DATABASE_URL's database, else SQLite in memory, never the lab's "
-                           "./db.sqlite3; lab: the database the lab's server in this folder uses")
+                      help="rehearsal (default): on PostgreSQL a database of its own beside DATABASE_URL's, dropped "
+                           "at the end; a SQLite file DATABASE_URL names; else SQLite in memory; never the lab's "
+                           "database; lab: the database the lab's server in this folder uses")
 
     export = commands.add_parser("export", help="write a session's data package (a zip) from the database "
                                                 "DATABASE_URL points at")

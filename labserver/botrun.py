@@ -6,13 +6,17 @@ at, PostgreSQL or a SQLite file, (2) with overrides such as ``rounds_per_game=3`
 stays fast, and (3) exports every custom export (all ``custom_export*`` functions), which is
 what the analysis package reads, and the session's manifest as JSON beside them (docs/DATA.md).
 
-A rehearsal never reads or writes the lab's own database (``./db.sqlite3``): it runs in a
-folder of its own (labserver/workdir.py), on DATABASE_URL's database or, without one, on SQLite
-in memory. ``database="lab"`` (``--database lab``) plays it in the lab's database instead.
+A rehearsal never reads or writes the lab's own database, whatever DATABASE_URL says: it runs
+in a folder of its own (labserver/workdir.py), and on PostgreSQL in a new database beside the one
+DATABASE_URL names (a lab exports the URL of its own database), dropped when the rehearsal ends;
+on a SQLite file DATABASE_URL names, never the lab's ./db.sqlite3 by any name (a symbolic or a
+hard link to it included); without DATABASE_URL on SQLite in memory. ``database="lab"``
+(``--database lab``) plays it in the lab's database instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -43,7 +47,8 @@ REHEARSAL, LAB = "rehearsal", "lab"
 
 
 def rehearsal_database_url() -> str:
-    """DATABASE_URL ('' for SQLite in memory); never the lab's ./db.sqlite3 of this folder."""
+    """DATABASE_URL ('' for SQLite in memory; PostgreSQL: the server the rehearsal's own database is
+    created on); never the lab's ./db.sqlite3 of this folder."""
     from labserver.server import database_problem
     from labserver.workdir import names_lab_database
 
@@ -53,18 +58,20 @@ def rehearsal_database_url() -> str:
         if problem:
             raise SystemExit(f"Not started: {problem}")
         if names_lab_database(database_url, Path.cwd()):
-            raise SystemExit("Not started: DATABASE_URL names the lab's own database (./db.sqlite3); a rehearsal "
-                             "leaves it alone. Unset DATABASE_URL (SQLite in memory), name another file, or give "
-                             "--database lab to play in the lab's database.")
+            raise SystemExit("Not started: DATABASE_URL names the lab's own database (./db.sqlite3, by this or "
+                             "another name); a rehearsal leaves it alone. Unset DATABASE_URL (SQLite in memory), "
+                             "name another file, or give --database lab to play in the lab's database.")
     return database_url
 
 
 def run(config_name: str, num_participants: int, overrides: dict, export_dir: Path | None,
         database: str = REHEARSAL) -> str:
     """Create the session, play it with bots, export; return the session code. ``database``:
-    REHEARSAL (DATABASE_URL, else SQLite in memory; never the lab's ./db.sqlite3) or LAB (what
-    the lab's server in this folder uses: DATABASE_URL, else ./db.sqlite3)."""
-    from labserver.workdir import OTREE_SQLITE_FILE, away_from_the_lab, describe, lab_sqlite_file
+    REHEARSAL (a database of its own beside DATABASE_URL's on PostgreSQL, dropped at the end; a
+    SQLite file it names; else SQLite in memory; never the lab's database) or LAB (what the lab's
+    server in this folder uses: DATABASE_URL, else ./db.sqlite3)."""
+    from labserver.workdir import (OTREE_SQLITE_FILE, away_from_the_lab, database_beside, describe, is_postgresql,
+                                   lab_sqlite_file)
 
     export_dir = export_dir.absolute() if export_dir else None  # before any change of folder
     if database == LAB:
@@ -78,9 +85,28 @@ def run(config_name: str, num_participants: int, overrides: dict, export_dir: Pa
         print(f"Bots play in the lab's database: {shown}", flush=True)
         return _play(config_name, num_participants, overrides, export_dir)
     database_url = rehearsal_database_url()
-    print(f"Bots play in: {describe(database_url)}", flush=True)
-    with away_from_the_lab(database_url):
-        return _play(config_name, num_participants, overrides, export_dir)
+    if not is_postgresql(database_url):
+        print(f"Bots play in: {describe(database_url)}", flush=True)
+        with away_from_the_lab(database_url):
+            return _play(config_name, num_participants, overrides, export_dir)
+    with contextlib.ExitStack() as stack:
+        try:
+            own_database = stack.enter_context(database_beside(database_url, "rehearsal"))
+        except psycopg2_errors() as error:
+            raise SystemExit(f"Not started: a rehearsal on PostgreSQL plays in a database of its own, created "
+                             f"beside DATABASE_URL's ({describe(database_url)}), and this failed: {error}".strip())
+        print(f"Bots play in: {describe(own_database)}, a database of their own beside DATABASE_URL's, dropped at "
+              "the end", flush=True)
+        with away_from_the_lab(own_database):
+            return _play(config_name, num_participants, overrides, export_dir)
+
+
+def psycopg2_errors() -> tuple:
+    """What creating or dropping the rehearsal's database raises when the server refuses (no
+    CREATEDB right, unreachable)."""
+    import psycopg2
+
+    return (psycopg2.OperationalError, psycopg2.ProgrammingError)
 
 
 def _play(config_name: str, num_participants: int, overrides: dict, export_dir: Path | None) -> str:

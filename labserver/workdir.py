@@ -1,5 +1,8 @@
 """Where oTree runs when it must leave the lab's database alone: rehearsals and benches.
 
+On PostgreSQL they work in a database of their own, created beside the one DATABASE_URL names
+and dropped at the end (``database_beside``): the URL a lab exports names its own database.
+
 oTree keeps SQLite in ``./db.sqlite3`` of its working directory whatever path a ``sqlite://``
 URL names, and even in memory (bots, ``otree test``) it opens that file to load it and to
 compare its schema version: a file written by the lab's server stops it with "Please delete
@@ -13,8 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
+import time
+import uuid
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -53,9 +59,61 @@ def lab_sqlite_file(folder: Path) -> Path:
 
 
 def names_lab_database(database_url: str, folder: Path) -> bool:
-    """Whether ``database_url`` is SQLite in ``folder``'s own ./db.sqlite3 (the lab's file)."""
+    """Whether ``database_url`` is SQLite in ``folder``'s own ./db.sqlite3 (the lab's file) by any
+    name: the path, a symbolic link or a hard link to it (the same file: SQLite would keep a
+    journal of its own beside the other name, and the two writers corrupt the file)."""
     named = sqlite_file(database_url, folder)
-    return named is not None and os.path.realpath(named) == os.path.realpath(lab_sqlite_file(folder))
+    if named is None:
+        return False
+    lab = lab_sqlite_file(folder)
+    if os.path.realpath(named) == os.path.realpath(lab):
+        return True
+    try:
+        return os.path.samefile(named, lab)
+    except OSError:  # one of them does not exist: not the same file
+        return False
+
+
+def is_postgresql(database_url: str) -> bool:
+    from sqlalchemy.engine.url import make_url
+
+    return bool(database_url) and make_url(database_url).get_backend_name() == "postgresql"
+
+
+def _postgresql_url(database_url: str, **parts) -> str:
+    """``database_url`` in libpq's form (no ``+driver``), with ``parts`` (e.g. database) replaced."""
+    import copy
+
+    from sqlalchemy.engine.url import make_url
+
+    url = copy.copy(make_url(database_url))  # SQLAlchemy 1.3: a URL's parts are attributes
+    url.drivername = "postgresql"
+    for key, value in parts.items():
+        setattr(url, key, value)
+    return str(url)
+
+
+@contextlib.contextmanager
+def database_beside(database_url: str, label: str) -> Iterator[str]:
+    """For PostgreSQL: the URL of a new, empty database on the server ``database_url`` names
+    (whose own database is only connected to, to create the new one and drop it), dropped at the
+    end, its connections ended first; for SQLite ('') nothing."""
+    if not database_url:
+        yield ""
+        return
+    import psycopg2
+
+    name = f"lab_{re.sub(r'[^a-z0-9_]', '_', label.lower())[:30]}_{int(time.time())}_{uuid.uuid4().hex[:6]}"
+    admin = psycopg2.connect(_postgresql_url(database_url))
+    admin.autocommit = True
+    try:
+        admin.cursor().execute(f'CREATE DATABASE "{name}"')
+        yield _postgresql_url(database_url, database=name)
+    finally:
+        cursor = admin.cursor()
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.close()
 
 
 def describe(database_url: str) -> str:

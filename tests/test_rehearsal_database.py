@@ -1,8 +1,10 @@
-"""Rehearsals and benches leave the lab's database alone (issue 23): ``labserver bots`` and
+"""Rehearsals and benches leave the lab's database alone: ``labserver bots`` and
 bench/dashboard.py run in a project folder whose ./db.sqlite3 was written by the lab's server,
 succeed, and the lab's files are byte for byte what they were; a SQLite DATABASE_URL is where
-the rehearsal lands; only ``--database lab`` plays in the lab's database. Given a PostgreSQL
-``--database-url``, bench/dashboard.py works in a new database beside it and drops it after.
+the rehearsal lands, unless it is the lab's file by another name (a symbolic or a hard link);
+only ``--database lab`` plays in the lab's database. Given a PostgreSQL DATABASE_URL (a lab
+exports its own) or ``--database-url``, the rehearsal and bench/dashboard.py work in a new
+database beside it and drop it after.
 
 (bench/lab_load.py and bench/lookups.py run their servers and sessions in project copies of
 their own, bench/agent_turns.py uses no database: none of them opens a lab's ./db.sqlite3.)
@@ -11,6 +13,7 @@ their own, bench/agent_turns.py uses no database: none of them opens a lab's ./d
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -68,10 +71,6 @@ def postgres_column(database_url: str, sql: str, *params) -> list:
         connection.close()
 
 
-def postgres_session_codes(database_url: str) -> list:
-    return postgres_column(database_url, "SELECT code FROM otree_session ORDER BY id")
-
-
 def postgres_tables(database_url: str) -> list:
     return postgres_column(database_url,
                            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
@@ -88,8 +87,10 @@ def played_code(result: subprocess.CompletedProcess) -> str:
 
 @pytest.mark.server
 def test_bots_leave_the_lab_database_alone(lab_folder, database_url, tmp_path):
-    """Default (SQLite in memory) and DATABASE_URL=PostgreSQL: the rehearsal plays and exports,
-    and the lab's files and session list are unchanged."""
+    """Default (SQLite in memory) and DATABASE_URL=PostgreSQL (as a lab exports it for its own
+    database): the rehearsal plays and exports, and the lab's files and session list are
+    unchanged; on PostgreSQL DATABASE_URL's database is as it was (empty here) and the
+    rehearsal's own, beside it, is gone."""
     before, sessions_before = lab_files(lab_folder), session_codes(lab_folder / "db.sqlite3")
     result = run_bots(lab_folder, **BOTS, database_url=database_url, export_dir=tmp_path / "export")
     code = played_code(result)
@@ -97,7 +98,9 @@ def test_bots_leave_the_lab_database_alone(lab_folder, database_url, tmp_path):
     assert lab_files(lab_folder) == before
     assert session_codes(lab_folder / "db.sqlite3") == sessions_before
     if database_url:
-        assert postgres_session_codes(database_url) == [code]
+        assert postgres_tables(database_url) == []
+        assert postgres_databases(database_url, "lab_rehearsal_%") == []
+        assert "a database of their own beside DATABASE_URL's" in result.stdout, result.stdout
 
 
 @pytest.mark.server
@@ -122,6 +125,17 @@ def test_only_database_lab_plays_in_the_lab_database(lab_folder):
                             timeout=600)
     assert refused.returncode != 0 and "--database lab" in refused.stderr, refused.stderr[-2000:]
     assert "delete" not in (refused.stdout + refused.stderr).lower()
+    assert lab_files(lab_folder) == before
+    # The lab's file by another name: a symbolic link, a hard link (the same inode).
+    (lab_folder / "soft.sqlite3").symlink_to(lab_folder / "db.sqlite3")
+    os.link(lab_folder / "db.sqlite3", lab_folder / "hard.sqlite3")
+    for name in ("soft.sqlite3", "hard.sqlite3"):
+        refused = subprocess.run([PYTHON, "-m", "labserver", "bots", BOTS["config"], "4", "--set", "rounds_per_game=1"],
+                                 cwd=lab_folder, env=lab_env(f"sqlite:///{name}"), capture_output=True, text=True,
+                                 timeout=600)
+        assert refused.returncode != 0 and "the lab's own database" in refused.stderr, (name, refused.stderr[-2000:])
+    (lab_folder / "soft.sqlite3").unlink()
+    (lab_folder / "hard.sqlite3").unlink()
     assert lab_files(lab_folder) == before
     # Asked for: the rehearsal is in the lab's database, beside the lab's session.
     result = processes.run([PYTHON, "-m", "labserver", "bots", BOTS["config"], "4", "--set", "rounds_per_game=1",
