@@ -26,16 +26,16 @@ creation holds the lock, as oTree's REST creation does (tests/test_admin_create_
 the_connection.py); the creation page still shows its progress, page requests wait meanwhile.
 
 What a creation is given is checked before anything is written (``checked_arguments``), with a
-message saying which value and why, as a refusal (REST: 400): oTree answered an unknown REST field,
-``num_participants`` 0 (a division by zero after the session row existed), an unknown room (after
-it too) and a NUL in the label (PostgreSQL) with 500s, and took NaN, infinity, negative money and
-control characters in settings (``lab.session_settings.check_overrides``). A config's treatment is
+message saying which value and why, as a refusal (REST: 400): oTree itself answers an unknown REST
+field, ``num_participants`` 0 (a division by zero after the session row exists), an unknown room
+(after it too) and a NUL in the label (PostgreSQL) with 500s, and takes NaN, infinity, negative
+money and control characters in settings (``lab.session_settings.check_overrides``). A config's treatment is
 fixed by its name: ``associate_type``, ``label_setting`` and ``game_order`` join oTree's
 ``NON_EDITABLE_FIELDS`` (not on the create page; its REST refusal is replaced by ours, which takes
-the same value and refuses another). A failure after the session row exists that is not a
-refusal removes the session too (the one oTree marked for deletion) and is logged with its
-traceback; oTree's create pages showed every failure's Python traceback, the chained exceptions'
-too, with the server's paths: they show the message and a note instead (``_without_traceback``).
+the same value and refuses another). A failure that is not a refusal is logged with its
+traceback; oTree's create pages show every failure's Python traceback, the chained exceptions'
+too, with the server's paths: here they show the message and a note instead
+(``_without_traceback``).
 """
 
 from __future__ import annotations
@@ -77,9 +77,8 @@ def install() -> None:
         try:
             return original_create(**checked_arguments(original_create, args, kwargs))
         except Exception as error:
-            session_id = _attempt.session_id if _attempt.session_id is not None else _marked_for_deletion()
-            if session_id is not None:
-                remove_session(session_id)
+            if _attempt.session_id is not None:
+                remove_session(_attempt.session_id)
             if isinstance(error, SessionConfigError):
                 raise SessionRefused(str(error)) from None  # the message says it all: no chained traceback
             if not isinstance(error, CreateSessionInvalidArgs):
@@ -159,15 +158,6 @@ def checked_arguments(create, args: tuple, kwargs: dict) -> dict:
     except SessionConfigError as error:
         raise SessionRefused(str(error)) from None
     return arguments
-
-
-def _marked_for_deletion():
-    """The id of the session oTree's ``create_session`` marked for deletion as it failed (its
-    callers' rollback then kept it), or None."""
-    from otree.database import db
-    from otree.models import Session
-
-    return next((found.id for found in db._db.deleted if isinstance(found, Session)), None)
 
 
 def _without_traceback(send):
