@@ -130,9 +130,9 @@ def test_only_database_lab_plays_in_the_lab_database(lab_folder):
     (lab_folder / "soft.sqlite3").symlink_to(lab_folder / "db.sqlite3")
     os.link(lab_folder / "db.sqlite3", lab_folder / "hard.sqlite3")
     for name in ("soft.sqlite3", "hard.sqlite3"):
-        refused = subprocess.run([PYTHON, "-m", "labserver", "bots", BOTS["config"], "4", "--set", "rounds_per_game=1"],
-                                 cwd=lab_folder, env=lab_env(f"sqlite:///{name}"), capture_output=True, text=True,
-                                 timeout=600)
+        refused = processes.run([PYTHON, "-m", "labserver", "bots", BOTS["config"], "4", "--set", "rounds_per_game=1"],
+                                cwd=lab_folder, env=lab_env(f"sqlite:///{name}"), capture_output=True, text=True,
+                                timeout=600)
         assert refused.returncode != 0 and "the lab's own database" in refused.stderr, (name, refused.stderr[-2000:])
     (lab_folder / "soft.sqlite3").unlink()
     (lab_folder / "hard.sqlite3").unlink()
