@@ -60,16 +60,22 @@ def test_browser_counts_every_sample_as_the_server_does():
 
 def test_base_template_is_otrees_plus_the_reconnecting_and_notices_scripts():
     """_templates/otree/Base_UserFacing.html shadows oTree's own: it must stay oTree's file with
-    our lines (the reconnecting script, the experimenter's notices), so that an oTree upgrade that
+    our lines (the page's language, the reconnecting script, the experimenter's notices, the try-out
+    ribbon), so that an oTree upgrade that
     changes it shows up here."""
     import otree
 
     original = (Path(otree.__file__).parent / "templates/otree/Base_UserFacing.html").read_text()
     ours = (PROJECT / "_templates/otree/Base_UserFacing.html").read_text()
-    added = [line for line in ours.splitlines() if line not in original.splitlines()]
-    assert len(added) == 5 and "lab/lab-page.js" in added[1]
-    assert "lab-notices-state" in added[3] and "lab/lab-notices.js" in added[4]
-    assert [line for line in ours.splitlines() if line not in added] == original.splitlines()
+    # oTree's <html> carries the page's language (lab/otree_language.py); every other line is oTree's.
+    html_with_lang = '<html lang="{{ lab_html_lang() }}">'
+    original_lines = [html_with_lang if line == "<html>" else line for line in original.splitlines()]
+    added = [line for line in ours.splitlines() if line not in original_lines]
+    assert len(added) == 8 and "lab/otree_language.py" in added[0]
+    assert "lab/lab-page.js" in added[2]
+    assert "lab-notices-state" in added[4] and "lab/lab-notices.js" in added[5]
+    assert "TryoutRibbon.html" in added[7]
+    assert [line for line in ours.splitlines() if line not in added] == original_lines
 
 
 def test_session_tabs_are_otrees_plus_dashboard_replay_and_data_package():
