@@ -27,7 +27,6 @@ LAB_BENCH_THINK_SCALE=0.2 shortens every think time (a smoke run; not for the fi
 from __future__ import annotations
 
 import argparse
-import asyncio
 import random
 import sys
 import tempfile
@@ -37,10 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import websockets  # noqa: E402
-
 from lab_load import (BENCH, LIMITS, PRODUCTION, SERVER_TRACE_SETTINGS, BenchParticipant,  # noqa: E402
                       FakeProviderProcess, _percentile, bench_database, cpu_seconds, create_session)
+from tests.http_participant import PageSockets  # noqa: E402
 from tests.lab_server import LabServer, make_project_copy  # noqa: E402
 
 CONFIG = "{}_informed_wc_first"
@@ -71,52 +69,17 @@ class Left(Exception):
     """The participant closed their tab."""
 
 
-class Tabs:
-    """Every participant's open tab: one page socket each, on one event loop of their own."""
-
-    def __init__(self, base_url: str, session_code: str) -> None:
-        self.base = base_url.replace("http://", "ws://")
-        self.session_code = session_code
-        self.loop = asyncio.new_event_loop()
-        self.sockets: dict[str, object] = {}
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-
-    def _run(self, coroutine):
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=60)
-
-    def open(self, code: str) -> None:
-        url = f"{self.base}/lab_notices?participant_code={code}&session_code={self.session_code}&since=0"
-
-        async def connect():
-            self.sockets[code] = await websockets.connect(url, max_size=None)
-        self._run(connect())
-
-    def close(self, code: str) -> None:
-        socket = self.sockets.pop(code, None)
-        if socket is not None:
-            self._run(socket.close())
-
-    def close_all(self) -> None:
-        for code in list(self.sockets):
-            self.close(code)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
 class OnlineParticipant(BenchParticipant):
     """Arrives at ``arrives_at`` by the study link, holds a tab open from the first page on, and
     (if ``leave_after``) closes it for good after that many requests."""
 
     leave_after = None
     left = False
-    tabs = None
 
     def _request(self, method, url, page, **kwargs):
         if self.leave_after is not None and getattr(self, "requests", 0) >= self.leave_after:
             raise Left()
-        response = super()._request(method, url, page, **kwargs)
-        if self.code and self.tabs is not None and self.code not in self.tabs.sockets:
-            self.tabs.open(self.code)
-        return response
+        return super()._request(method, url, page, **kwargs)
 
 
 def stand_in_pair_rounds(database_url: str, workdir: Path) -> int:
@@ -148,11 +111,9 @@ def run(kind: str, participants: int, args, database_url: str) -> dict:
         try:
             session = create_session(server, CONFIG.format(kind), participants, rounds_per_game=args.rounds,
                                      **LIMITS, **fields)
-            tabs = Tabs(server.base_url, session["code"])
-            players = [OnlineParticipant(server.base_url, "", entry_url=study_link(session, number))
+            tabs = PageSockets(server.base_url)
+            players = [OnlineParticipant(server.base_url, "", entry_url=study_link(session, number), page_sockets=tabs)
                        for number in range(participants)]
-            for player in players:
-                player.tabs = tabs
             arrival = 0.0
             for player in players:  # a Poisson stream over the arrival window
                 arrival += rng.expovariate(participants / args.arrival_seconds)

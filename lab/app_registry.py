@@ -16,12 +16,14 @@ _games: dict = {}  # game code (WC, WoC) -> the game app's GameTables (lab/agent
 _session_manifests: list = []  # the first app's table of frozen manifests (lab/manifest.py)
 _interventions: list = []  # the payment app's table of the experimenter's actions (lab/interventions.py)
 _bonus_payouts: list = []  # the payment app's table of bonus files handed out (lab/online/bonus.py)
+_page_presence: list = []  # the payment app's table of who last had a page open (lab/online/presence.py)
 
 
 def register_app(app_name: str, Player, *, tables=None, session_manifest=None, interventions=None,
-                 bonus_payouts=None) -> None:
+                 bonus_payouts=None, page_presence=None) -> None:
     """Called by every app at import with its Player; a game app adds its ``GameTables``, the
-    first app its table of frozen manifests, the payment app its table of interventions."""
+    first app its table of frozen manifests, the payment app its tables of interventions, bonus
+    payouts and page presence."""
     _players[app_name] = Player
     if tables is not None:
         _games[tables.game] = tables
@@ -31,6 +33,8 @@ def register_app(app_name: str, Player, *, tables=None, session_manifest=None, i
         _interventions[:] = [interventions]
     if bonus_payouts is not None:
         _bonus_payouts[:] = [bonus_payouts]
+    if page_presence is not None:
+        _page_presence[:] = [page_presence]
 
 
 def _not_registered(what: str) -> LookupError:
@@ -78,3 +82,10 @@ def bonus_payouts_model():
     if not _bonus_payouts:
         raise _not_registered("the table of bonus payouts")
     return _bonus_payouts[0]
+
+
+def page_presence_model():
+    """The table of when each online participant was last known to have a page open."""
+    if not _page_presence:
+        raise _not_registered("the table of page presence")
+    return _page_presence[0]

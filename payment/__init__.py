@@ -76,7 +76,19 @@ class BonusPayout(ExtraModel):
     sha256 = models.StringField()
 
 
-app_registry.register_app(__name__, Player, interventions=Intervention, bonus_payouts=BonusPayout)
+class PagePresence(ExtraModel):
+    """Online sessions: when the server last knew a page of the participant open, kept for its
+    next start (lab/online/presence.py): the close of their last page, or the latest look that
+    found one open (``page_open``)."""
+
+    session_code = models.StringField()
+    participant_code = models.StringField()
+    seen_at = models.FloatField()
+    page_open = models.BooleanField()
+
+
+app_registry.register_app(__name__, Player, interventions=Intervention, bonus_payouts=BonusPayout,
+                          page_presence=PagePresence)
 
 
 # FUNCTIONS

@@ -22,6 +22,8 @@ PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/(?P<index>\d+)")
 COMPLETION_CODE_RE = re.compile(r'id="completion-code">([^<]*)<')
 LIVE_URL_RE = re.compile(r'id="otree-live" data-socket-url="([^"]+)"')
 REMAINING_SECONDS_RE = re.compile(r"remainingTimeoutSeconds = ([0-9.]+|null);")
+# The page's own socket (lab/notices.py), as its state block names it (JSON: "&" escaped).
+PAGE_SOCKET_RE = re.compile(r'"socket": "(/lab_notices\?[^"]+)"')
 WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished"}
 QUIZ = {"quiz_AA": "70", "quiz_AB": "10", "quiz_BA": "80", "quiz_BB": "40", "quiz_same_associate": "False"}
 LIKERT_PAGES = {
@@ -29,6 +31,53 @@ LIKERT_PAGES = {
     "CommunicationQuality": ["clarity", "conciseness", "concreteness", "coherence", "courteousness",
                              "correctness", "completeness"],
 }
+
+
+class PageSockets:
+    """The participants' open tabs: each holds the socket its page opens (``/lab_notices``, what
+    the server's closed-tab watcher counts, lab/online/presence.py), all on one event loop of
+    their own. A tab that closes closes its socket."""
+
+    def __init__(self, base_url: str) -> None:
+        import asyncio
+
+        self.base = base_url.replace("http://", "ws://")
+        self.loop = asyncio.new_event_loop()
+        self.sockets: dict[str, object] = {}
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    def _run(self, coroutine):
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=60)
+
+    def open(self, code: str, path: str) -> None:
+        """``path``: the socket's path as the page names it."""
+        import websockets
+
+        async def connect():
+            self.sockets[code] = await websockets.connect(self.base + path, max_size=None)
+        self._run(connect())
+
+    def open_for_page(self, code: str, page_html: str) -> bool:
+        """The socket of the page ``page_html`` unless the tab holds one; False: the page has none."""
+        if code in self.sockets:
+            return True
+        found = PAGE_SOCKET_RE.search(page_html)
+        if not found:
+            return False
+        self.open(code, found[1].replace("\\u0026", "&"))
+        return True
+
+    def close(self, code: str) -> None:
+        socket = self.sockets.pop(code, None)
+        if socket is not None:
+            self._run(socket.close())
+
+    def close_all(self) -> None:
+        for code in list(self.sockets):
+            self.close(code)
+        self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 @dataclass
@@ -57,6 +106,9 @@ class HttpParticipant:
     # past the payment page and end on the exit page, whose completion code is kept.
     entry_url: Optional[str] = None
     completion_code: Optional[str] = None
+    # As a browser tab: the page's socket held open from the first page on (the closed-tab
+    # watcher of online sessions drops a participant without one).
+    page_sockets: Optional[PageSockets] = None
 
     def __post_init__(self):
         self.http = requests.Session()
@@ -81,6 +133,8 @@ class HttpParticipant:
             before, after = PAGE_RE.search(url), PAGE_RE.search(response.url)
             if after and not self.code:  # arrived by the study link: the page names the participant
                 self.code = response.url.split("/p/", 1)[1].split("/", 1)[0]
+            if after and self.page_sockets is not None:
+                self.page_sockets.open_for_page(self.code, response.text)
             changed_app = bool(before and after and before["app"] != after["app"])
             self.timings.append(Timing(page, time.monotonic() - started, method, changed_app))
             return response

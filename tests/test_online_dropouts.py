@@ -30,7 +30,7 @@ import requests
 
 from tests import processes
 from tests.admin_client import AUTH_ENV, AdminClient
-from tests.http_participant import PAGE_RE, WAIT_PAGES, HttpParticipant
+from tests.http_participant import PAGE_RE, WAIT_PAGES, HttpParticipant, PageSockets
 from tests.test_online_entry import CODES
 
 TITLE = re.compile(r"<title>(.*?)</title>", re.S)
@@ -81,18 +81,21 @@ def leaves_at(page_name: str, times: int = 1):
 
 def play_all(server, session: dict, leave_page: str = "Message1", timeout: float = 400, times: int = 1,
              on_stop=None, think=lambda page: 0.0):
-    """Everyone of the session arrives by the study link and plays; the first of them closes their
-    tab at ``leave_page``. Returns ({participant code: player}, the dropout's code)."""
+    """Everyone of the session arrives by the study link and plays, each page's socket open as in
+    a browser; the first of them closes their tab at ``leave_page``. Returns ({participant code:
+    player}, the dropout's code)."""
     numbers = range(len(session["participants"]))
+    tabs = PageSockets(server.base_url)
     players = [Recording(server.base_url, "", entry_url=study_link(session, number),
                          on_page=leaves_at(leave_page, times) if number == 0 else None,
-                         think_seconds=think if number else (lambda page: 0.0)) for number in numbers]
+                         think_seconds=think if number else (lambda page: 0.0), page_sockets=tabs) for number in numbers]
     errors = {}
 
     def run(player):
         try:
             player.play(timeout=timeout)
         except Stop:
+            tabs.close(player.code)
             if on_stop:
                 on_stop(player.code)
         except Exception as error:  # noqa: BLE001  reported below
@@ -103,6 +106,7 @@ def play_all(server, session: dict, leave_page: str = "Message1", timeout: float
         thread.start()
     for thread in threads:
         thread.join()
+    tabs.close_all()
     assert not errors, errors
     return {player.code: player for player in players}, players[0].code
 
@@ -336,18 +340,21 @@ def test_closed_tab_in_the_lobby_is_never_seated(lab_server):
     session = server.create_session("hh_informed_wc_first", 3, **dict(ONLINE, rounds_per_game=1,
                                                                        dropout_closed_tab_seconds=4))
     code = session["code"]
-    leaver = LeavesTheLobby(server.base_url, "", entry_url=study_link(session, 0))
+    tabs = PageSockets(server.base_url)
+    leaver = LeavesTheLobby(server.base_url, "", entry_url=study_link(session, 0), page_sockets=tabs)
     with pytest.raises(Stop):
         leaver.play(timeout=60)
+    tabs.close(leaver.code)
     data = exports_once(server, code, lambda data: any(r["dropped_reason"] for r in data["participants"]), 30)
     rows = {r["participant_code"]: r for r in data["participants"]}
     assert (rows[leaver.code]["dropped_reason"], rows[leaver.code]["online_outcome"]) == ("closed_tab", "timed_out")
-    others = [Recording(server.base_url, "", entry_url=study_link(session, n)) for n in (1, 2)]
+    others = [Recording(server.base_url, "", entry_url=study_link(session, n), page_sockets=tabs) for n in (1, 2)]
     threads = [threading.Thread(target=p.play, kwargs=dict(timeout=200)) for p in others]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    tabs.close_all()
     assert all(p.done and p.completion_code == CODES["completed"] for p in others)
     decisions = server.export("payment", "custom_export_decisions", code)
     assert {d["player_code"] for d in decisions} == {p.code for p in others}

@@ -116,3 +116,49 @@ def test_private_agents_online_each_human_meets_own_agents_once():
     for human in range(3):
         met = [schedule[r][human] for r in range(4)]
         assert sorted(met) == list(range(human * 4, human * 4 + 4)), "each of their own agents, once"
+
+
+@pytest.fixture
+def fresh_presence(monkeypatch):
+    """lab/online/presence.py's memory as a new server's, started at t = 1000."""
+    from lab.online import presence
+
+    for name in ("_open", "_closed_at", "_recorded"):
+        monkeypatch.setattr(presence, name, {})
+    monkeypatch.setattr(presence, "_started_at", 1000.0)
+    return presence
+
+
+def test_closed_tab_grace_counts_from_arrival_and_the_last_page_seen(fresh_presence):
+    presence = fresh_presence
+    # Arrived long after the server started, no page yet: one grace from the arrival.
+    assert presence.drop_due_at("a", 2000.0, None, 10) == 2010.0
+    presence.connected("a")
+    assert presence.drop_due_at("a", 2000.0, None, 10) is None
+    presence.disconnected("a", now=2050.0)
+    assert presence.drop_due_at("a", 2000.0, None, 10) == 2060.0
+    # A previous run of the server recorded their close: one grace from it, whenever this one started.
+    assert presence.drop_due_at("b", 2000.0, (2100.0, False), 10) == 2110.0
+    # Their page was open when the server stopped: from then, but not before a tab could reconnect.
+    presence._started_at = 3000.0
+    assert presence.drop_due_at("c", 2000.0, (2100.0, True), 10) == 3000.0 + 10
+    assert presence.drop_due_at("c", 2000.0, (2100.0, True), 90) == 3000.0 + presence.RECONNECT_SECONDS
+    presence._started_at = 2105.0
+    assert presence.drop_due_at("c", 2000.0, (2100.0, True), 90) == 2190.0
+    assert presence.arrival("2026-12-05 10:00:00.250000") == 1796464800.25
+    assert presence.arrival(None) is None and presence.arrival("yesterday") is None
+
+
+def test_presence_is_written_for_the_next_start_at_closes_and_heartbeats(fresh_presence):
+    presence = fresh_presence
+    presence.connected("open")
+    presence.connected("closing")
+    presence.disconnected("closing", now=100.0)
+    presence.connected("page_change")
+    presence.disconnected("page_change", now=100.6)  # its next page's socket is on its way
+    assert presence.presence_changes(["open", "closing", "page_change", "never"], 101.0) == [
+        ("open", 101.0, True), ("closing", 100.0, False)]
+    presence._recorded.update({"open": (101.0, True), "closing": (100.0, False)})
+    assert presence.presence_changes(["open", "closing"], 105.0) == []  # nothing new
+    assert presence.presence_changes(["open", "closing"], 101.0 + presence.HEARTBEAT_SECONDS) == [
+        ("open", 101.0 + presence.HEARTBEAT_SECONDS, True)]

@@ -5,11 +5,24 @@ is open; a page change closes one and opens the next within a second. Here each 
 disconnect is counted per participant, in the server process. A watcher on the server's event
 loop (started with the app, so nobody needs to act) looks every ``WATCH_SECONDS`` at the online
 sessions' participants who have started and not finished: one with no page open for the
-session's ``dropout_closed_tab_seconds`` is dropped (reason ``closed_tab``,
-lab/online/dropouts.py), under oTree's global lock as a page request would be. "No page open
-since" is the last disconnect seen, or, for a participant not seen since this server started,
-the later of the server's start and their last request: a restart forgets nothing it needs.
-A paused session drops nobody.
+session's ``dropout_closed_tab_seconds`` (the grace) is dropped (reason ``closed_tab``,
+lab/online/dropouts.py), under oTree's global lock as a page request would be. A paused session
+drops nobody.
+
+The grace counts from the later of
+- their arrival: oTree's ``time_started_utc``, written when their link is first followed
+  (``InitializeParticipant``, where the study link sends them at once), so someone whose first
+  page is still on its way has the whole grace from the moment they came, whenever the server
+  started;
+- the last time the server knew a page of theirs open: the close of their last page's socket,
+  seen by this process, or else what a previous run of the server recorded (the payment app's
+  ``PagePresence`` table, written by the watcher in its own transaction: a page that closed, and
+  every ``HEARTBEAT_SECONDS`` the pages open; no write in a page request). A tab closed before
+  a restart is timed from its close; one whose page was open when the server stopped is timed
+  from its last heartbeat, but not dropped before ``RECONNECT_SECONDS`` after the start, the
+  time an open tab takes to reconnect its socket.
+Neither oTree's ``_last_request_timestamp`` (its timeout worker refreshes it when it submits an
+absent participant's page) nor the server's start stands for a person being there.
 
 This is the server's view: it works under prodserver, whose timeout worker (another process)
 only submits expired pages and knows nothing of sockets.
@@ -18,14 +31,24 @@ only submits expired pages and knows nothing of sockets.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import threading
 import time
 
-from lab import notices, pause
+from lab import app_registry, notices, pause
 from lab.online import dropouts
 
 WATCH_SECONDS = 2.0
+# An open page's presence is written this often: after a crash, a tab that never comes back is
+# timed from at most this long before the server stopped.
+HEARTBEAT_SECONDS = 10.0
+# After a (re)start, a tab that was open has this long to reconnect its socket before it can be
+# dropped (oTree's reconnecting websocket waits at most 10 s between tries).
+RECONNECT_SECONDS = 10.0
+# A socket closed this briefly is a page change (the next page's socket follows within a second),
+# not yet worth recording as a close.
+CLOSE_SETTLES_SECONDS = 1.0
 logger = logging.getLogger("lab.online")
 
 _lock = threading.Lock()
@@ -50,18 +73,88 @@ def disconnected(participant_code: str, now: float | None = None) -> None:
         _closed_at[participant_code] = time.time() if now is None else now
 
 
-def absent_since(code: str, last_request: float | None) -> float | None:
-    """When the participant's last page closed (None: a page is open now)."""
+def arrival(time_started_utc: str | None) -> float | None:
+    """oTree's ``time_started_utc`` (``str(datetime.utcnow())``) as epoch seconds."""
+    if not time_started_utc:
+        return None
+    try:
+        started = datetime.datetime.fromisoformat(time_started_utc)
+    except ValueError:
+        return None
+    return started.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def drop_due_at(code: str, arrived_at: float, recorded: tuple | None, grace: float) -> float | None:
+    """When the participant is to be dropped for having no page open (None: a page is open now).
+    ``recorded``: (seen_at, page_open) as a previous run of the server left it, or None."""
     with _lock:
         if _open.get(code):
             return None
         closed = _closed_at.get(code)
-    if closed is not None:
-        return closed
-    return max(_started_at, float(last_request or 0))
+    if closed is not None:  # this process saw their last page close
+        return max(arrived_at, closed) + grace
+    seen_at, page_open = recorded or (None, False)
+    due = max(arrived_at, seen_at or 0.0) + grace
+    if page_open:  # open when the server stopped: the outage cut their socket, not they
+        due = max(due, _started_at + min(grace, RECONNECT_SECONDS))
+    return due
+
+
+# --- what the next start needs: the PagePresence table ------------------------------------------
+_recorded: dict[str, tuple] = {}  # participant code -> (seen_at, page_open), as in the database
+_recorded_sessions: set = set()  # sessions whose rows have been read into _recorded
+
+
+def recorded_presence(session_code: str) -> dict:
+    """The session's rows, read once per run of the server (only the watcher writes them)."""
+    if session_code not in _recorded_sessions:
+        Presence = app_registry.page_presence_model()
+        for code, seen_at, page_open in Presence.objects_filter(session_code=session_code).with_entities(
+                Presence.participant_code, Presence.seen_at, Presence.page_open):
+            _recorded[code] = (seen_at, bool(page_open))
+        _recorded_sessions.add(session_code)
+    return _recorded
+
+
+def presence_changes(codes, now: float) -> list:
+    """(code, seen_at, page_open) to write for these participants: a heartbeat of each open page
+    not written in the last ``HEARTBEAT_SECONDS``, the close of each page closed since."""
+    changes = []
+    with _lock:
+        for code in codes:
+            seen_at, page_open = _recorded.get(code, (None, False))
+            if _open.get(code):
+                if not page_open or seen_at is None or now - seen_at >= HEARTBEAT_SECONDS:
+                    changes.append((code, now, True))
+                continue
+            closed = _closed_at.get(code)
+            if closed is not None and now - closed >= CLOSE_SETTLES_SECONDS and (page_open or seen_at != closed):
+                changes.append((code, closed, False))
+    return changes
+
+
+def record_presence(session_code: str, changes: list) -> None:
+    """Write ``changes`` in the watcher's transaction (updates in one statement, new rows added)."""
+    from otree.database import db
+    from sqlalchemy import bindparam
+
+    if not changes:
+        return
+    Presence = app_registry.page_presence_model()
+    table = Presence.__table__
+    updates = [dict(code=code, seen=seen_at, is_open=page_open) for code, seen_at, page_open in changes
+               if code in _recorded]
+    if updates:
+        db._db.execute(table.update().where(table.c.participant_code == bindparam("code")).values(
+            seen_at=bindparam("seen"), page_open=bindparam("is_open")), updates)
+    for code, seen_at, page_open in changes:
+        if code not in _recorded:
+            db.add(Presence(session_code=session_code, participant_code=code, seen_at=seen_at, page_open=page_open))
+        _recorded[code] = (seen_at, page_open)
 
 
 _settled: set = set()  # participant codes the watcher has done with
+_arrived: dict[str, float] = {}  # participant code -> their arrival (epoch seconds)
 _online_sessions = dropouts.ONLINE_SESSIONS  # codes of the online sessions this server knows of
 _scanned_at = 0.0
 RESCAN_SECONDS = 30.0  # new sessions are looked for this often (and at the start)
@@ -86,8 +179,9 @@ def needs_a_look(now: float) -> bool:
 
 
 def due(now: float | None = None) -> list:
-    """Drop every online participant whose pages have all been closed past their session's grace.
-    Runs in a database scope under oTree's global lock; returns the codes dropped."""
+    """Record who has a page open, and drop every online participant whose pages have all been
+    closed past their session's grace. Runs in a database scope under oTree's global lock;
+    returns the codes dropped."""
     from otree.database import dbq
     from otree.models import Participant, Session
 
@@ -96,18 +190,27 @@ def due(now: float | None = None) -> list:
         scan_sessions(now)
     dropped = []
     for session in Session.objects_filter(Session.code.in_(sorted(_online_sessions))) if _online_sessions else ():
-        if pause.paused_since(session.code) is not None:
-            continue
-        grace = float(dropouts.settings(session)["dropout_closed_tab_seconds"])
         # Three columns of those who have started and not finished; a whole row (its vars) only
         # for someone whose pages have all been closed past the grace.
         candidates = dbq(Participant).with_entities(Participant.id, Participant.code,
-                                                    Participant._last_request_timestamp).filter(
+                                                    Participant.time_started_utc).filter(
             Participant.session_id == session.id, Participant._index_in_pages > 0,
-            Participant._index_in_pages < Participant._max_page_index)
-        for participant_id, code, last_request in candidates.all():
-            since = absent_since(code, last_request)
-            if code in _settled or since is None or now - since < grace:
+            Participant._index_in_pages < Participant._max_page_index).all()
+        recorded = recorded_presence(session.code)
+        record_presence(session.code, presence_changes([code for _, code, _ in candidates if code not in _settled],
+                                                       now))
+        if pause.paused_since(session.code) is not None:
+            continue
+        grace = float(dropouts.settings(session)["dropout_closed_tab_seconds"])
+        for participant_id, code, time_started_utc in candidates:
+            if code in _settled:
+                continue
+            arrived_at = _arrived.get(code)
+            if arrived_at is None:
+                # Not known (a row oTree did not start): from the first look that finds them.
+                arrived_at = _arrived[code] = arrival(time_started_utc) or now
+            due_at = drop_due_at(code, arrived_at, recorded.get(code), grace)
+            if due_at is None or now < due_at:
                 continue
             participant = Participant.objects_get(id=participant_id)
             # A partner who goes on alone (partner_dropped) can still leave; the screened out and
