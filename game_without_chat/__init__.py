@@ -42,6 +42,9 @@ class Player(BasePlayer):
     # Online sessions: how this pair-round went on after the associate's participant was dropped
     # ("" / "stand_in" / "alone": lab/game.py DROPOUT_RULES, lab/online/stand_in.py).
     dropout = models.StringField(blank=True, initial="")
+    # Online, stand_in = none: this row is a dropped participant's seat after their drop (its
+    # choice random, its payoff 0, counted in no one's norm estimate check: lab/game.py).
+    after_drop = models.BooleanField(initial=False)
 
 
 AgentSeat, AgentTurn, LlmCall = agent_models.define(__name__, Subsession, Player)

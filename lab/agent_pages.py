@@ -199,7 +199,7 @@ def decision_rows(player, tables: agents.GameTables):
         player.participant.code, "human",
         lab_game.conversation_id(player, tables.game), turn.choice,
         lab_game.csv_bool(turn.status == TurnStatus.FALLBACK.value), player.choice, agent_points, human_points,
-        turn.finished_at, lab_game.csv_bool(stand_in), "False", rule,
+        turn.finished_at, lab_game.csv_bool(stand_in), "False", rule, lab_game.csv_bool(stand_in),
     ]
 
 

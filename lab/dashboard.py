@@ -244,15 +244,16 @@ def experiment(session, codes: dict | None = None) -> dict:
         timed_out = {r: [0, 0] for r in rounds}  # humans' random choices, humans' decisions
         unsent = {r: [0, 0] for r in rounds}  # humans' messages not sent in time, humans' messages
         choices_by_pair: dict[tuple, dict] = defaultdict(dict)  # (round, pair) -> {side: choice}
-        for r, choice, choice_timed_out, participant_id, associate_code, associate_choice, payoff in _columns(
+        for r, choice, choice_timed_out, participant_id, associate_code, associate_choice, payoff, seat_left in _columns(
                 Player, session, Player, Player.choice, Player.choice_timed_out, Player.participant_id,
-                Player.associate_code, Player.associate_choice, _payoff_text(Player)):
+                Player.associate_code, Player.associate_choice, _payoff_text(Player), Player.after_drop):
             if r not in human or not choice:
                 continue
-            human[r][0] += choice == protocol.COOPERATE
-            human[r][1] += 1
-            timed_out[r][0] += bool(choice_timed_out)
-            timed_out[r][1] += 1
+            if not seat_left:  # a dropped participant's seat after the drop is no human's choice (lab/game.py)
+                human[r][0] += choice == protocol.COOPERATE
+                human[r][1] += 1
+                timed_out[r][0] += bool(choice_timed_out)
+                timed_out[r][1] += 1
             points[participant_id] += float(payoff or 0)
             if associate_choice:  # the pair-round is settled; an H-H pair is seen from both sides
                 own = codes.get(participant_id)

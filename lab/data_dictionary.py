@@ -105,6 +105,8 @@ CHOICE = _from_protocol(lambda v: _c("A (cooperate) or B (defect); labels are ne
 KIND = _c("human or agent", enum=("human", "agent"))
 CONVERSATION = _c("{session_code}-{game}-r{round}-{pair}: shared by both sides of one pair-round")
 DROPOUT_RULE = _c("online: stand_in (an agent played a dropped seat) or alone (its choice random)", enum=("stand_in", "alone"))
+AFTER_DROP = _c("online: True on a dropped participant's seat after the drop: a stand-in's row, or (stand_in = none) "
+                "the seat's random choice, paying them 0 and in no one's norm estimate check", "boolean")
 
 DECISIONS = {
     **SESSION_KEYS,
@@ -128,6 +130,7 @@ DECISIONS = {
     "decided_at": _c("time of the choice", "number", EPOCH),
     "stand_in": _c("online: True when a stand-in agent played this row's seat (a dropped participant's)", "boolean"),
     "partner_stand_in": _c("online: True when a stand-in played the associate's seat", "boolean"), "dropout_rule": DROPOUT_RULE,
+    "after_drop": AFTER_DROP,
 }
 
 MESSAGES = {
@@ -360,6 +363,8 @@ _GAME_PLAYER = {
     "decided_at": _c("time of the choice", "number", EPOCH),
     "associate_choice": CHOICE,
     "associate_payoff": _c("the associate's points of the round", "integer", POINTS), "dropout": DROPOUT_RULE,
+    "after_drop": _c("online, stand_in = none: a dropped participant's seat after the drop (choice random, payoff 0)",
+                     "boolean"),
 }
 APP_PLAYER_FIELDS = {
     "instructions": {

@@ -53,6 +53,13 @@ def dropout_rule(player) -> str:
     return player.field_maybe_none("dropout") or ""
 
 
+def after_drop(player) -> bool:
+    """A dropped participant's seat after their drop, played by nobody (stand_in = none): its
+    random choice earns them nothing and is no participant's choice in the norm estimate check
+    (the partner is paid against it, as against a late participant's)."""
+    return bool(player.field_maybe_none("after_drop"))
+
+
 def is_played(player) -> bool:
     """Rounds past the session's rounds_per_game are skipped (NUM_ROUNDS is the maximum)."""
     return player.round_number <= params_of(player).rounds_per_game
@@ -138,7 +145,7 @@ def settle_round(player, associate_choice: str) -> None:
     own_points, associate_points = protocol.PAYOFFS[(player.choice, associate_choice)]
     player.associate_choice = associate_choice
     player.associate_payoff = associate_points
-    set_payoff(player, own_points)
+    set_payoff(player, 0 if after_drop(player) else own_points)
 
 
 def set_payoff(player, points) -> None:
@@ -262,7 +269,7 @@ def decision_row(player, game: str) -> list:
         conversation_id(player, game), player.choice, csv_bool(player.choice_timed_out), associate_choice,
         int(player.payoff) if settled else None, player.associate_payoff if settled else None,
         player.decided_at,
-        "False", csv_bool(dropout_rule(player) == "stand_in"), dropout_rule(player),
+        "False", csv_bool(dropout_rule(player) == "stand_in"), dropout_rule(player), csv_bool(after_drop(player)),
     ]
 
 
@@ -270,7 +277,7 @@ DECISION_COLUMNS = [
     "session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
     "game", "game_index", "round", "player_code", "player_kind", "persona", "associate_code",
     "associate_kind", "conversation_id", "choice", "timed_out", "associate_choice", "payoff",
-    "associate_payoff", "decided_at", "stand_in", "partner_stand_in", "dropout_rule",
+    "associate_payoff", "decided_at", "stand_in", "partner_stand_in", "dropout_rule", "after_drop",
 ]
 
 

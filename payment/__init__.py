@@ -93,8 +93,12 @@ app_registry.register_app(__name__, Player, interventions=Intervention, bonus_pa
 
 # FUNCTIONS
 def tally_games(player: Player):
+    """Points, decisions and A choices of the rounds the participant played (not their seat's
+    rounds after their drop, ``lab_game.after_drop``: they earn nothing, and count in no other
+    participant's norm estimate check)."""
     for game in protocol.GAMES:
-        rounds = [pl for pl in lab_game.players_of(player.participant, GAME_APPS[game]) if pl.field_maybe_none("choice")]
+        rounds = [pl for pl in lab_game.players_of(player.participant, GAME_APPS[game])
+                  if pl.field_maybe_none("choice") and not lab_game.after_drop(pl)]
         setattr(player, f"points_{game}", int(sum(pl.payoff for pl in rounds)))
         setattr(player, f"decisions_{game}", len(rounds))
         setattr(player, f"cooperations_{game}", sum(pl.choice == protocol.COOPERATE for pl in rounds))

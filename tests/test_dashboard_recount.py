@@ -71,10 +71,11 @@ def recount_game(decisions: list[dict], messages: list[dict], game: str) -> dict
         if row["game"] != game:
             continue
         r, kind = int(row["round"]), row["player_kind"]
-        counts = out[kind][r]
-        counts["n"] += 1
-        counts["A"] += row["choice"] == "A"
-        counts["timed_out"] += _true(row["timed_out"])
+        if not (kind == "human" and _true(row["after_drop"])):  # a dropped seat's random choice is no one's
+            counts = out[kind][r]
+            counts["n"] += 1
+            counts["A"] += row["choice"] == "A"
+            counts["timed_out"] += _true(row["timed_out"])
         if kind == "human":
             conversations[row["conversation_id"]].update({row["player_code"]: row["choice"],
                                                           row["associate_code"]: row["associate_choice"]})

@@ -28,6 +28,7 @@ from collections import Counter
 import pytest
 import requests
 
+import protocol
 from tests import processes
 from tests.admin_client import AUTH_ENV, AdminClient
 from tests.http_participant import PAGE_RE, WAIT_PAGES, HttpParticipant, PageSockets
@@ -264,7 +265,9 @@ def test_stand_in_none_partner_finishes_alone(lab_server):
     decisions = server.export("payment", "custom_export_decisions", session["code"])
     alone = [d for d in decisions if d["dropout_rule"] == "alone"]
     seat = [d for d in alone if d["player_code"] == dropout]
-    assert seat and all(d["timed_out"] == "True" for d in seat)
+    # The seat's rounds after the drop: a random choice, flagged, that pays the dropped participant nothing.
+    assert seat and all((d["timed_out"], d["after_drop"], d["payoff"]) == ("True", "True", "0") for d in seat)
+    assert all(d["after_drop"] == "False" for d in decisions if d not in seat)
     assert len(alone) == 2 * len(seat) and not [d for d in decisions if d["stand_in"] == "True"]
     # The partners who finished alone played to the end and leave with the partner-dropped code; the
     # dropped participant's outcome is timed_out, everyone else's completed.
@@ -275,8 +278,25 @@ def test_stand_in_none_partner_finishes_alone(lab_server):
     assert rows[dropout]["online_outcome"] == "timed_out"
     assert all(rows[c]["online_outcome"] == ("partner_dropped" if c in partners else "completed") for c in codes[1:])
     assert all(float(rows[c]["payout"]) > 0 for c in partners)
+    # The dropped participant is paid the show-up fee and the points of the rounds they played themselves.
+    played = [d for d in decisions if d["player_code"] == dropout and d["dropout_rule"] != "alone"]
+    for game in ("WC", "WoC"):
+        assert int(rows[dropout][f"points_{game}"]) == sum(int(d["payoff"]) for d in played if d["game"] == game)
+    assert float(rows[dropout]["payout"]) == pytest.approx(
+        protocol.SHOW_UP_FEE + protocol.CURRENCY_PER_POINT * sum(int(d["payoff"]) for d in played))
+    # Everyone else's norm estimate is checked against the others' own choices, not the seat's random ones.
+    for c in codes[1:]:
+        for game in ("WC", "WoC"):
+            others = [d for d in decisions if d["game"] == game and d["player_kind"] == "human"
+                      and d["player_code"] != c and d["after_drop"] == "False"]
+            rate = 100.0 * sum(d["choice"] == "A" for d in others) / len(others)
+            assert int(rows[c][f"norm_true_{game}"]) == protocol.norm_interval_index(rate), (c, game)
     dashboard = requests.get(f"{server.base_url}/LabDashboardData/{session['code']}", timeout=60).json()
     assert dashboard["control"]["online"]["alone_pair_rounds"] == len(seat)
+    # The dashboard counts the same humans' decisions as the exports (the seat's after the drop are no one's).
+    for game in ("WC", "WoC"):
+        assert sum(dashboard["games"][game]["decisions"]) == len(
+            [d for d in decisions if d["game"] == game and d["player_kind"] == "human" and d["after_drop"] == "False"])
 
 
 @pytest.mark.server

@@ -24,6 +24,8 @@ participant but the round starts, which count them as arrived.
 seat sends no message and its choice is random, flagged ``timed_out``, exactly as a late
 participant's (docs/protocol.md, One round); the partner is paid by the payoff table against it, and these
 pair-rounds are marked ``dropout = "alone"``; the partner's outcome becomes ``partner_dropped``.
+The seat's rows are ``after_drop``: they pay the dropped participant 0 and are nobody's choices in
+the norm estimate check (lab/game.py ``after_drop``).
 """
 
 from __future__ import annotations
@@ -86,9 +88,11 @@ def settle_their_agents(participant) -> int:
 
 # --- stand_in = none -------------------------------------------------------------------------------
 def finish_alone(seat_player, partner, game: str) -> None:
-    """The seat's choice is a late participant's (random, flagged); the partner goes on alone."""
+    """The seat's choice is a late participant's (random, flagged); the partner goes on alone.
+    The seat's row earns its participant nothing (``after_drop``: they did not play it)."""
     lab_game.record_choice(seat_player, None, True, game)
     seat_player.dropout = partner.dropout = "alone"
+    seat_player.after_drop = True
     outcomes = partner.participant.vars
     if not outcomes.get(OUTCOME_KEY):
         outcomes[OUTCOME_KEY] = "partner_dropped"
