@@ -155,37 +155,68 @@ class LabDataPackage(LabAdminPage):
 
 
 class LabOnlineBonus(LabAdminPage):
-    """/LabOnlineBonus/{code}: the bonus file for Prolific's bulk bonus (lab/online/bonus.py). The
-    page shows the payouts recorded and what the payment table owes now, with the warning;
-    ?download=1 makes (or hands out again) the payout file as a CSV download, &difference=1 a new
-    payout of only what is still owed. A refusal is a page saying why (409). Behind oTree's admin
-    login like every admin page."""
+    """/LabOnlineBonus/{code}: the bonus file for Prolific's bulk bonus (lab/online/bonus.py).
+
+    GET shows the payouts recorded (each downloadable again as recorded, ``?payout=N``) and the
+    file a new payout would hand out, recording nothing: a prefetch, a crawler or a reload pays
+    nobody. POST (oTree's CSRF token, ``confirm=1``, ``difference=1`` for only what is still owed)
+    records the payout and returns its CSV. A refusal is a page saying why (409), nothing
+    recorded. Behind oTree's admin login like every admin page."""
 
     def get(self, request, code):
         from lab.online import bonus
 
-        query = request.query_params
-        if query.get("download") != "1":
-            return Response(_bonus_page(self.session, bonus), media_type="text/html")
+        number = request.query_params.get("payout", "")
+        if number:
+            recorded = bonus.payouts(self.session.code)
+            if not number.isdigit() or not 1 <= int(number) <= len(recorded):
+                return _bonus_message("No such payout", f"Session {self.session.code} has no payout {number}.", 404)
+            row = recorded[int(number) - 1]
+            return _csv_download(row.lines, bonus.file_name(self.session.code, int(number)),
+                                 f"Payout {number} as recorded: already paid. {bonus.NOT_IDEMPOTENT_WARNING}")
+        from otree.common import CSRF_TOKEN_NAME
+
+        return Response(_bonus_page(self.session, bonus, self.get_context_data()[CSRF_TOKEN_NAME]),
+                        media_type="text/html", headers={"Cache-Control": "no-store"})
+
+    def post(self, request, code):
+        from otree.database import db
+
+        from lab.online import bonus
+
+        form = self.get_post_data()
+        if form.get("confirm") != "1":
+            return _bonus_message("Not confirmed", "Nothing was recorded: tick the confirmation to record the payout.",
+                                  400)
         try:
-            text, note = bonus.bonus_file(self.session, self._who(), difference=query.get("difference") == "1")
+            text, note = bonus.bonus_file(self.session, self._who(), difference=form.get("difference") == "1")
         except bonus.BonusRefused as refused:
-            return Response(f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Bonus file refused</title></head>'
-                            f'<body><h2>Bonus file refused</h2><p id="bonus-refused">{html.escape(str(refused))}</p>'
-                            f'<p><a href="?">Back</a></p></body></html>', status_code=409, media_type="text/html")
-        number = len(bonus.payouts(self.session.code))
-        return Response(text, media_type="text/csv", headers={
-            "Content-Disposition": f'attachment; filename="{bonus.file_name(self.session.code, number)}"',
-            "X-Lab-Bonus-Note": note.encode("ascii", "replace").decode(), "Cache-Control": "no-store"})
+            db._db.rollback()
+            return _bonus_message("Bonus file refused", str(refused), 409)
+        return _csv_download(text, bonus.file_name(self.session.code, len(bonus.payouts(self.session.code))), note)
 
     _who = LabIntervene._who
 
 
-def _bonus_page(session, bonus) -> str:
+def _csv_download(text: str, name: str, note: str) -> Response:
+    return Response(text, media_type="text/csv", headers={
+        "Content-Disposition": f'attachment; filename="{name}"',
+        "X-Lab-Bonus-Note": note.encode("ascii", "replace").decode(), "Cache-Control": "no-store"})
+
+
+def _bonus_message(title: str, text: str, status: int) -> Response:
+    return Response(f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{_e(title)}</title></head>'
+                    f'<body><h2>{_e(title)}</h2><p id="bonus-refused">{_e(text)}</p>'
+                    f'<p><a href="?">Back</a></p></body></html>', status_code=status, media_type="text/html")
+
+
+def _bonus_page(session, bonus, csrf_input: str) -> str:
     owed, paid = bonus.owed(session), bonus.paid(session.code)
+    recorded = bonus.payouts(session.code)
     rows = "".join(f"<tr><td>{number}</td><td>{_clock(row.created_at)}</td><td>{_e(row.who)}</td><td>{_e(row.kind)}</td>"
-                   f"<td>{row.total:.2f}</td><td><code>{_e(row.sha256[:12])}</code></td></tr>"
-                   for number, row in enumerate(bonus.payouts(session.code), start=1))
+                   f"<td>{row.total:.2f}</td><td><code>{_e(row.sha256[:12])}</code></td>"
+                   f'<td><a href="?payout={number}">download again</a></td></tr>'
+                   for number, row in enumerate(recorded, start=1))
     still = {pid: round(amount - paid.get(pid, 0.0), 2) for pid, amount in owed.items()}
     still = {pid: amount for pid, amount in still.items() if amount > 0.005}
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>Bonus file {_e(session.code)}</title>'
@@ -195,10 +226,32 @@ def _bonus_page(session, bonus) -> str:
             f'<p>Owed by the payment table now: {len(owed)} participants, {sum(owed.values()):.2f}; '
             f'still unpaid: {len(still)} participants, {sum(still.values()):.2f}.</p>'
             f'<table class="table w-auto"><tr><th>payout</th><th>made</th><th>by</th><th>kind</th><th>total</th>'
-            f'<th>SHA-256</th></tr>{rows}</table>'
-            f'<p><a class="btn btn-primary" href="?download=1">Download the payout file</a> '
-            f'<a class="btn btn-outline-danger" href="?download=1&difference=1">Download a new payout of what is '
-            f'still owed</a></p></body></html>')
+            f'<th>SHA-256</th><th></th></tr>{rows}</table>'
+            f'{_next_payout_form(session, bonus, csrf_input, bool(recorded))}</body></html>')
+
+
+def _next_payout_form(session, bonus, csrf_input: str, any_recorded: bool) -> str:
+    """The file a new payout would hand out (nothing recorded), and the confirmed POST that records it."""
+    try:
+        text, note, new = bonus.next_payout(session)
+        difference = False
+    except bonus.BonusRefused as refused:
+        if not any_recorded:
+            return f'<p id="bonus-next">{_e(refused)}</p>'
+        try:  # the payment table changed since the last payout: what is still owed
+            text, note, new = bonus.next_payout(session, difference=True)
+            difference = True
+        except bonus.BonusRefused as still_refused:
+            return f'<p id="bonus-next">{_e(still_refused)}</p>'
+    if not new:
+        return f'<p id="bonus-next">{_e(note)}</p>'
+    what = "a new payout of what is still owed" if difference else "the payout"
+    return (f'<h4>Next payout (not recorded yet)</h4><p>{_e(note)}</p><pre id="bonus-next">{_e(text)}</pre>'
+            f'<form method="post" class="my-2">{csrf_input}<input type="hidden" name="difference" '
+            f'value="{int(difference)}"><div class="form-check mb-2"><input class="form-check-input" type="checkbox" '
+            f'name="confirm" value="1" id="bonus-confirm" required><label class="form-check-label" for="bonus-confirm">'
+            f'I will upload this file to Prolific once; record it as paid.</label></div>'
+            f'<button class="btn btn-primary" id="bonus-record">Record {what} and download its file</button></form>')
 
 
 def _missing(kind: str, value: str) -> str:

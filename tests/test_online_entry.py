@@ -130,14 +130,16 @@ def test_online_session_from_prolific_link_to_completion_code(lab_server, databa
     assert (b["online_outcome"], b["completion_code"], b["quiz_attempts"]) == ("screened_out", "SCR33N", "2")
 
     # The bonus file: PID,amount from the payment table; the same file again while nothing changed.
-    page = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}", timeout=30)
+    admin = requests.Session()
+    bonus_url = f"{server.base_url}/LabOnlineBonus/{session['code']}"
+    page = admin.get(bonus_url, timeout=30)
     assert page.status_code == 200 and "not idempotent" in page.text and "1 participants" in page.text
-    first = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}?download=1", timeout=30)
+    first = record_payout(admin, bonus_url)
     assert first.status_code == 200, first.text[:300]
     expected = round((float(a["payout"]) - 15.0) * 0.1, 2)
     assert list(csv.reader(io.StringIO(first.text))) == [[PID_A, f"{expected:.2f}"]]
     assert "not idempotent" in first.headers["X-Lab-Bonus-Note"]
-    again = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}?download=1", timeout=30)
+    again = record_payout(admin, bonus_url)
     assert again.text == first.text and "Already paid" in again.headers["X-Lab-Bonus-Note"]
     # The command line reads the same record: the same file, with the warning.
     out = processes.run([PYTHON, "-m", "labserver", "bonus", session["code"], "--out", str(tmp_path)],
@@ -147,14 +149,57 @@ def test_online_session_from_prolific_link_to_completion_code(lab_server, databa
     assert Path(out.stdout.strip()).read_text() == first.text and "not idempotent" in out.stderr
 
 
+TOKEN = re.compile(r'name="csrftoken" value="(\d+)"')
+
+
+def record_payout(http: requests.Session, bonus_url: str, **fields) -> requests.Response:
+    """The admin's confirmed POST of the bonus page's form (its CSRF token; once a payout leaves nothing
+    to pay the page has no form: the token of a form loaded before, as the dashboard's)."""
+    token = TOKEN.search(http.get(bonus_url, timeout=30).text) or TOKEN.search(
+        http.get(bonus_url.replace("/LabOnlineBonus/", "/LabDashboard/"), timeout=30).text)
+    return http.post(bonus_url, timeout=30, data=dict(dict(csrftoken=token[1], confirm="1"), **fields))
+
+
 @pytest.mark.server
-def test_bonus_file_needs_the_admin_login(lab_server):
-    server = lab_server(**AUTH_ENV)
+def test_bonus_file_is_shown_by_get_and_recorded_by_the_admins_confirmed_post(lab_server, database_url):
+    server = lab_server(database_url, **AUTH_ENV)
     session = server.create_session("hf_informed_wc_first", 1, **ONLINE)
-    anonymous = requests.get(f"{server.base_url}/LabOnlineBonus/{session['code']}?download=1", timeout=30)
+    bonus_url = f"{server.base_url}/LabOnlineBonus/{session['code']}"
+    # One participant arrives by the study link; the payment table owes them 20 (show-up fee 15).
+    assert requests.get(study_link(session, PID_A, SUBMISSION_A), timeout=30, allow_redirects=False).status_code == 302
+    server.execute([f"UPDATE payment_player SET payout = 20.0 WHERE participant_id = "
+                    f"(SELECT id FROM otree_participant WHERE label = '{PID_A}')"])
+
+    def payouts() -> int:
+        return server.query("SELECT COUNT(*) FROM payment_bonuspayout")[0][0]
+
+    anonymous = requests.get(f"{bonus_url}?download=1", timeout=30)
     assert anonymous.url.endswith("/login") and "PID" not in anonymous.text
-    page = AdminClient(server.base_url).http.get(f"{server.base_url}/LabOnlineBonus/{session['code']}", timeout=30)
-    assert page.status_code == 200 and "not idempotent" in page.text and "0 participants" in page.text
+    assert requests.post(bonus_url, data=dict(confirm="1"), timeout=30).url.endswith("/login")
+    admin = AdminClient(server.base_url).http
+    # A GET records nothing, however it is asked and however often (a prefetch, a crawler, a reload) ...
+    for query in ("?download=1", "?download=1&difference=1", "", ""):
+        assert admin.get(bonus_url + query, timeout=30).status_code == 200
+    assert payouts() == 0
+    # ... it shows the file a payout would hand out, and the form that records it.
+    page = admin.get(bonus_url, timeout=30)
+    assert "not idempotent" in page.text and f"{PID_A},0.50" in page.text
+    assert 'id="bonus-record"' in page.text and TOKEN.search(page.text)
+    # POST records it: only with the admin's CSRF token and the confirmation.
+    assert admin.post(bonus_url, data=dict(confirm="1"), timeout=30).status_code == 403
+    assert record_payout(admin, bonus_url, confirm="").status_code == 400
+    assert payouts() == 0
+    first = record_payout(admin, bonus_url)
+    assert first.status_code == 200 and first.text == f"{PID_A},0.50\n", first.text[:300]
+    assert "Payout 1 recorded" in first.headers["X-Lab-Bonus-Note"] and payouts() == 1
+    again = record_payout(admin, bonus_url)
+    assert again.text == first.text and "Already paid" in again.headers["X-Lab-Bonus-Note"] and payouts() == 1
+    # The recorded file can be downloaded again by GET, as recorded.
+    page = admin.get(bonus_url, timeout=30)
+    assert "Already paid" in page.text and 'href="?payout=1"' in page.text
+    recorded = admin.get(f"{bonus_url}?payout=1", timeout=30)
+    assert recorded.text == first.text and "already paid" in recorded.headers["X-Lab-Bonus-Note"] and payouts() == 1
+    assert admin.get(f"{bonus_url}?payout=2", timeout=30).status_code == 404
 
 
 @pytest.mark.server

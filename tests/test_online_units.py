@@ -80,8 +80,10 @@ def test_bonus_file_is_one_payout_never_made_again_with_other_totals(payouts, mo
     owed = {"PIDA": 3.4, "PIDB": 1.25}
     monkeypatch.setattr(bonus, "owed", lambda s: dict(owed))
 
+    preview, note, new = bonus.next_payout(session)
+    assert preview == "PIDA,3.40\nPIDB,1.25\n" and new and "not recorded yet" in note and payouts.rows == []
     text, note = bonus.bonus_file(session, "admin")
-    assert text == "PIDA,3.40\nPIDB,1.25\n" and "Payout 1 recorded" in note and "not idempotent" in note
+    assert text == preview and "Payout 1 recorded" in note and "not idempotent" in note
     assert len(payouts.rows) == 1 and payouts.rows[0].total == 4.65 and payouts.rows[0].who == "admin"
 
     again, note = bonus.bonus_file(session, "admin")

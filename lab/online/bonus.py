@@ -12,6 +12,10 @@ and SHA-256), and a file is never made again with different totals:
   of only what is still owed (``difference=True``), recorded like the first. An amount lower than
   what was paid cannot be taken back by a file: that is refused whatever is asked.
 
+``next_payout`` says what would be handed out, recording nothing (the admin page shows it: a GET
+never records); ``bonus_file`` hands it out and records it (the admin's confirmed POST, the
+command line).
+
 A participant's bonus is what the payment table owes beyond Prolific's own reward, which stands for
 the show-up fee: ``(payout - participation_fee) x prolific_bonus_rate``, rounded to cents (Prolific's
 currency per unit of the session's: the session config's ``prolific_bonus_rate``); only online
@@ -81,11 +85,11 @@ def paid(session_code: str) -> dict:
     return total
 
 
-def bonus_file(session, who: str, *, difference: bool = False) -> tuple[str, str]:
-    """(the file's text, a note for the experimenter). Records a new payout when one is made;
-    raises BonusRefused when the payment table and the payouts disagree (see the module)."""
-    from lab import app_registry
-
+def next_payout(session, *, difference: bool = False) -> tuple[str, str, bool]:
+    """(the file's text, a note for the experimenter, whether handing it out is a new payout):
+    what ``bonus_file`` would hand out now, with nothing recorded (the admin page shows it before
+    the experimenter confirms). Raises BonusRefused when the payment table and the payouts
+    disagree (see the module)."""
     now_owed = owed(session)
     already = paid(session.code)
     recorded = payouts(session.code)
@@ -101,19 +105,32 @@ def bonus_file(session, who: str, *, difference: bool = False) -> tuple[str, str
     if recorded and not remaining:
         last = recorded[-1]
         return last.lines, (f"Already paid: this is payout {len(recorded)} of {_when(last.created_at)} ({last.who}), "
-                            f"unchanged. {NOT_IDEMPOTENT_WARNING} Do not upload it again if it was uploaded.")
+                            f"unchanged. {NOT_IDEMPOTENT_WARNING} Do not upload it again if it was uploaded."), False
     if recorded and not difference:
         raise BonusRefused(
             f"The payment table changed since payout {len(recorded)} of {_when(recorded[-1].created_at)}: still owed to "
             f"{', '.join(sorted(remaining))} (total {sum(remaining.values()):.2f}). The recorded file is not made again "
-            "with other totals. Ask for the difference (admin: ?difference=1; command line: --difference) to get a "
-            "new file of only what is still owed. " + NOT_IDEMPOTENT_WARNING)
-    text = csv_text(remaining)
+            "with other totals. Ask for the difference (admin: a new payout of what is still owed; command line: "
+            "--difference) to get a new file of only what is still owed. " + NOT_IDEMPOTENT_WARNING)
+    return csv_text(remaining), (f"Payout {len(recorded) + 1}, not recorded yet: {len(remaining)} participants, "
+                                 f"total {sum(remaining.values()):.2f}. {NOT_IDEMPOTENT_WARNING}"), True
+
+
+def bonus_file(session, who: str, *, difference: bool = False) -> tuple[str, str]:
+    """(the file's text, a note for the experimenter). Records a new payout when one is made;
+    raises BonusRefused when the payment table and the payouts disagree (see the module)."""
+    from lab import app_registry
+
+    text, note, new = next_payout(session, difference=difference)
+    if not new:
+        return text, note
+    amounts = parse(text)
+    number = len(payouts(session.code)) + 1
+    total = round(sum(amounts.values()), 2)
     app_registry.bonus_payouts_model().create(
-        session_code=session.code, created_at=time.time(), who=who, kind="difference" if recorded else "full",
-        total=round(sum(remaining.values()), 2), lines=text, sha256=hashlib.sha256(text.encode()).hexdigest())
-    return text, (f"Payout {len(recorded) + 1} recorded: {len(remaining)} participants, total "
-                  f"{sum(remaining.values()):.2f}. {NOT_IDEMPOTENT_WARNING}")
+        session_code=session.code, created_at=time.time(), who=who, kind="difference" if number > 1 else "full",
+        total=total, lines=text, sha256=hashlib.sha256(text.encode()).hexdigest())
+    return text, f"Payout {number} recorded: {len(amounts)} participants, total {total:.2f}. {NOT_IDEMPOTENT_WARNING}"
 
 
 def _when(epoch: float) -> str:
