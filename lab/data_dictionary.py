@@ -196,6 +196,8 @@ PARTICIPANTS = {
     "prolific_pid": _c("online: the participant's PROLIFIC_PID from the study link (also the participant label)"),
     "study_id": _c("online: Prolific's STUDY_ID from the study link"),
     "prolific_session_id": _c("online: Prolific's SESSION_ID from the study link (one per submission)"),
+    "url_params": _c("online: the study link's other parameters that the session config's online_url_params names, "
+                     "as JSON {name: value} (only those the link carried)"),
     "online_outcome": _c("online: how the participant left", enum=("completed", "screened_out", "lobby_timeout",
                                                                    "partner_dropped", "timed_out")),
     "completion_code": _c("online: the Prolific completion code the exit page showed"),

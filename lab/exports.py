@@ -6,6 +6,8 @@ place on oTree's Data page; each takes that app's players (one per participant).
 
 from __future__ import annotations
 
+import json
+
 import protocol
 from lab import app_registry
 from lab import data_dictionary as dd
@@ -36,9 +38,17 @@ def participant_columns() -> list:
             + ["dropped_reason", "dropped_at"])
 
 
-# Online sessions (lab/online/entry.py, exit.py): the study link's ids, the outcome and its code.
-ONLINE_COLUMNS = ["prolific_pid", "study_id", "prolific_session_id", "online_outcome", "completion_code"]
-_ONLINE_VARS = {"completion_code": "online_completion_code"}
+# Online sessions (lab/online/entry.py, exit.py): the study link's ids and its other parameters the
+# session config names (JSON), the outcome and its code.
+ONLINE_COLUMNS = ["prolific_pid", "study_id", "prolific_session_id", "url_params", "online_outcome", "completion_code"]
+_ONLINE_VARS = {"completion_code": "online_completion_code", "url_params": "online_params"}
+
+
+def _online_value(participant, column: str):
+    value = (participant._vars or {}).get(_ONLINE_VARS.get(column, column))
+    if column == "url_params" and value is not None:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return value
 
 
 def _first(rows):
@@ -60,7 +70,7 @@ def participants_rows(players):
                     lab_game.csv_bool(player.field_maybe_none(f"norm_correct_{game}"))]
         row += [player.field_maybe_none(f"points_{game}") for game in protocol.GAMES]
         row.append(player.field_maybe_none("payout"))
-        row += [player.participant.vars.get(_ONLINE_VARS.get(column, column)) for column in ONLINE_COLUMNS]
+        row += [_online_value(player.participant, column) for column in ONLINE_COLUMNS]
         row += dropped(player.participant)
         yield row
 

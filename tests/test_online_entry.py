@@ -7,7 +7,9 @@ with a limit, and the bonus file against the payment table."""
 import asyncio
 import csv
 import io
+import json
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -219,8 +221,21 @@ def test_study_link_refuses_malformed_parameters_and_second_seats(lab_server, da
     assert too_long.status_code == 400 and "source" in too_long.text
     # Nothing was seated by the refusals: the good link still gets the first place.
     browser = requests.Session()
-    good = browser.get(study_link(session, PID_A, SUBMISSION_A), timeout=30, allow_redirects=False)
+    good = browser.get(study_link(session, PID_A, SUBMISSION_A, source="ad 7/ü"), timeout=30, allow_redirects=False)
     assert good.status_code == 302 and "/InitializeParticipant/" in good.headers["location"]
+    # The session's own parameter (online_url_params = source) is in the participants export and the data package.
+    rows = {row["prolific_pid"]: row for row in server.export("payment", "custom_export", session["code"])}
+    assert json.loads(rows[PID_A]["url_params"]) == {"source": "ad 7/ü"} and rows[""]["url_params"] == ""
+    package = zipfile.ZipFile(io.BytesIO(requests.get(f"{server.base_url}/LabDataPackage/{session['code']}",
+                                                      timeout=120).content))
+    [participants] = [name for name in package.namelist() if name.endswith(f"payment_custom_export_{session['code']}.csv")]
+    packaged = {row["prolific_pid"]: row for row in csv.DictReader(io.StringIO(package.read(participants).decode()))}
+    assert packaged[PID_A]["url_params"] == rows[PID_A]["url_params"]
+    [descriptor] = [name for name in package.namelist() if name.endswith("datapackage.json")]
+    fields = {field["name"]: field for resource in json.loads(package.read(descriptor))["resources"]
+              if resource["path"].endswith(f"payment_custom_export_{session['code']}.csv")
+              for field in resource["schema"]["fields"]}
+    assert "online_url_params" in fields["url_params"]["description"]
     # The same browser again: its own place; under another PID: refused (one place per browser).
     again = browser.get(study_link(session, PID_A, SUBMISSION_A), timeout=30, allow_redirects=False)
     assert again.status_code == 302 and again.headers["location"] == good.headers["location"]
