@@ -10,7 +10,7 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models
 
 import protocol
-from lab import agent_models, agent_pages, app_registry
+from lab import agent_models, agent_pages, app_registry, notices
 from lab.online import dropouts, presence  # noqa: F401  (online sessions: patches oTree's pages at import)
 from lab import agent_runtime as agents
 from lab import game as lab_game
@@ -109,6 +109,10 @@ def store_message(player: Player, stage: int, timeout_happened: bool):
     """The human's message of ``stage``; at the limit, nothing is sent (the draft is kept)."""
     # Cleaned before anything else touches the database: a NUL would fail PostgreSQL's flush.
     typed = clean_text(player.field_maybe_none(f"message_{stage}"))
+    if timeout_happened and not typed:
+        # Submitted without the browser's form (the experimenter's advance, a closed tab's timeout):
+        # what the box last held, as the page said it (lab/notices.py).
+        typed = clean_text(notices.draft(player.participant.code, player.participant._index_in_pages) or "")
     setattr(player, f"message_{stage}", typed)
     p = params_of(player)
     sent = not timeout_happened and bool(typed.strip()) and len(typed) <= p.message_max_chars

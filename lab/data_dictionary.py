@@ -147,7 +147,9 @@ MESSAGES = {
     "sent_in_time": _c("False when the stage limit passed before it was sent: nothing was shown", "boolean"),
     "stage_started_at": _c("start of the message stage", "number", EPOCH),
     "sent_at": _c("time the message was sent", "number", EPOCH),
-    "unsent_draft": _c("for a message not sent in time: what was in the box at the limit (never shown)"),
+    "unsent_draft": _c("for a message not sent in time: what was in the box at the limit, or what it last held when "
+                       "the page was submitted without its browser (a closed tab, the experimenter's advance); "
+                       "never shown"),
     "stand_in": _c("online: True when a stand-in agent wrote it in a dropped participant's seat", "boolean"),
     "partner_stand_in": _c("online: True for the partner's own messages of a stand-in pair-round", "boolean"),
 }
@@ -297,7 +299,7 @@ INTERVENTIONS = {
                  "page; pause / resume: the session", enum=("advance", "mark_dropped", "message", "pause", "resume")),
     "participant_code": _c("the participant acted on; empty for pause and resume"),
     "detail": _c("what, as JSON: advance `{page_before, page_after}` (each `{app, page, round, index, finished}`); "
-                 "mark_dropped `{page, changed, reason}`; message `{text, page}`; pause `{paused_at}`; resume "
+                 "mark_dropped `{page, reason}`; message `{text, page}`; pause `{paused_at}`; resume "
                  "`{paused_at, seconds, page_deadlines, worker_tasks, turns_postponed, turns_redone}` (the pause's "
                  "length and the deadlines moved by it)", "object"),
     "dismissed_at": _c("message: when the participant closed it (empty: not yet); empty for other actions",

@@ -1,11 +1,13 @@
 """The experimenter's hands: actions on a participant or on the session, from the dashboard.
 
 - ``advance``: the participant's page is submitted as its timeout would submit it (a random
-  choice flagged timed out, a message not sent), exactly as oTree's Monitor "Advance slowest
-  participants" does (``Session.advance_selected_participants``), and oTree's auto-advance push
-  moves their open tab on.
+  choice flagged timed out, a message not sent, what was typed kept as its draft), exactly as
+  oTree's Monitor "Advance slowest participants" does (``Session.advance_selected_participants``),
+  and oTree's auto-advance push moves their open tab on. Refused for a participant who has not
+  started (oTree would start them).
 - ``mark_dropped``: ``lab.online.dropouts.mark_dropped(participant, reason="experimenter",
-  by=who)``, the online sessions' dropout handling (the stand-in takes over).
+  by=who)``, the online sessions' dropout handling (the stand-in takes over). Refused for a
+  participant dropped already.
 - ``message``: a text that pops up on the participant's page until they dismiss it
   (lab/notices.py); the dismissal is recorded on the message's row (``dismissed_at``).
 - ``pause`` / ``resume``: the session (lab/pause.py: pages' deadlines; the agents' turns:
@@ -99,6 +101,10 @@ def _participant(session, code: str):
 
 def _advance(session, participant, who: str, page_index: Optional[int] = None) -> dict:
     before = where(participant)
+    if not participant._index_in_pages:
+        # oTree's advance would start them (no label, no study link's record): their place could
+        # then not be taken by the person it is for.
+        raise ActionRefused(409, f"participant {participant.code} has not started: no page of theirs to advance")
     if before["finished"]:
         raise ActionRefused(409, f"participant {participant.code} has finished: nothing to advance")
     if participant.is_on_wait_page:
@@ -129,12 +135,15 @@ def _mark_dropped(session, participant, who: str) -> dict:
     from lab.online import dropouts
 
     page = where(participant)
+    if dropouts.is_dropped(participant):
+        found = participant._vars or {}
+        raise ActionRefused(409, f"mark dropped refused: participant {participant.code} was dropped already "
+                                 f"({found.get(dropouts.REASON_KEY)}, by {found.get(dropouts.BY_KEY)})")
     try:
-        changed = dropouts.mark_dropped(participant, reason="experimenter", by=who)
+        dropouts.mark_dropped(participant, reason="experimenter", by=who)
     except ValueError as refused:  # the documented refusal (not an online session, finished, ...)
         raise ActionRefused(409, f"mark dropped refused: {refused}") from None
-    return _as_dict(record(session.code, who, "mark_dropped", participant.code,
-                           dict(page=page, changed=bool(changed), reason="experimenter")))
+    return _as_dict(record(session.code, who, "mark_dropped", participant.code, dict(page=page, reason="experimenter")))
 
 
 def _message(session, participant, who: str, text: str) -> dict:

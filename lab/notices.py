@@ -17,6 +17,11 @@ overlay (_static/lab/lab-notices.js draws both, as text).
 
 Pending messages live in ``participant.vars["lab_notices"]`` (what the pages show; the
 interventions table is the record). Nothing here is rendered as HTML.
+
+A message page also sends what is typed in its box on this socket as it changes (``draft``, kept
+in this process's memory only: no lock, no database): a page submitted without its browser (the
+experimenter's advance, the timeout worker's submission of a closed tab) keeps it as the
+message's unsent draft, as a page its own timer submits does (game_with_chat ``store_message``).
 """
 
 from __future__ import annotations
@@ -132,6 +137,28 @@ def dismiss(participant_code: str, message_id) -> bool:
     return True
 
 
+# --- what a message page's box holds -----------------------------------------------------------------
+DRAFT_MAX_CHARS = 10000  # far above any message limit: a draft is cut to the session's at use
+_drafts: dict[str, tuple[int, str]] = {}  # participant code -> (page index, the box's text)
+_drafts_lock = threading.Lock()
+
+
+def note_draft(participant_code: str, page_index, text) -> None:
+    try:
+        index = int(page_index)
+    except (TypeError, ValueError):
+        return
+    with _drafts_lock:
+        _drafts[participant_code] = (index, str(text)[:DRAFT_MAX_CHARS])
+
+
+def draft(participant_code: str, page_index: int) -> str | None:
+    """What the box of the participant's page ``page_index`` held when it last said (None: nothing heard)."""
+    with _drafts_lock:
+        found = _drafts.get(participant_code)
+    return found[1] if found and found[0] == page_index else None
+
+
 # --- the page's socket ------------------------------------------------------------------------------
 def _consumer_class():
     from otree.channels import utils as channel_utils
@@ -175,6 +202,9 @@ def _consumer_class():
                 channel_layer.discard(group, websocket)
 
         async def on_receive(self, websocket, data) -> None:
+            if isinstance(data, dict) and "draft" in data:
+                note_draft(self.cleaned_kwargs["participant_code"], data.get("page_index"), data["draft"])
+                return
             if not isinstance(data, dict) or "dismiss" not in data:
                 return
             async with self.lock:  # oTree's global lock, as every page request's writes

@@ -139,6 +139,14 @@ def test_dashboard_actions_reach_the_participants_page_and_are_recorded(lab_serv
             assert await player.locator("#lab-notices .lab-notice, #lab-paused").count() == 0
             assert admin.interventions(code) == []
 
+            # Advance someone who has not started: refused (oTree would start them, taking their place).
+            unstarted = server.create_session("hf_informed_wc_first", 1, **CONFIG)
+            idle = unstarted["participants"][0]["code"]
+            response = admin.act(unstarted["code"], "advance", participant=idle)
+            assert response.status_code == 409 and "has not started" in response.json()["error"], response.text
+            assert server.query(f"SELECT _index_in_pages FROM otree_participant WHERE code = '{idle}'") == [(0,)]
+            assert admin.interventions(unstarted["code"]) == []
+
             # Mark dropped: online sessions only (tests/test_online_dropouts.py); a lab session refuses it.
             await dashboard.open()
             response = admin.act(code, "mark_dropped", participant=participant)
@@ -230,7 +238,8 @@ def test_dashboard_actions_reach_the_participants_page_and_are_recorded(lab_serv
 
     messages = [m for m in admin.export("custom_export_messages", code) if m["sender_kind"] == "human"]
     by_stage = {int(m["stage"]): m for m in messages}
-    assert by_stage[1]["sent_in_time"] == "False"  # advanced: not sent
+    # Advanced: not sent, what was typed kept as its draft (as a timeout keeps it).
+    assert (by_stage[1]["sent_in_time"], by_stage[1]["unsent_draft"]) == ("False", "typed, never sent")
     assert by_stage[2]["sent_in_time"] == "True" and by_stage[2]["text"] == "after resume"
     decision = [d for d in admin.export("custom_export_decisions", code) if d["player_kind"] == "human"]
     assert decision[0]["timed_out"] == "True" and decision[0]["choice"] in ("A", "B")

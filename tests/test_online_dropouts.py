@@ -399,7 +399,7 @@ def test_experimenter_marks_dropped_with_the_login(lab_server):
                                   data=dict(action="mark_dropped", participant=dropout), timeout=30)
         acted["anonymous"] = anonymous.status_code
         acted["first"] = admin.act(code, "mark_dropped", participant=dropout)
-        acted["again"] = admin.act(code, "mark_dropped", participant=dropout)  # dropped already: nothing changed
+        acted["again"] = admin.act(code, "mark_dropped", participant=dropout)  # dropped already, on the exit page
 
     # The partner reads the intro a while: they reach the round's start after the drop (their pair's
     # start must count the dropped seat as arrived).
@@ -408,8 +408,10 @@ def test_experimenter_marks_dropped_with_the_login(lab_server):
     partner = next(c for c in players if c != dropout)
     assert acted["anonymous"] == 401
     assert acted["first"].status_code == 200, acted["first"].text
+    # Dropped already (they are on the exit page): refused with the reason, and not recorded.
     again = acted["again"]
-    assert again.status_code == 200 and again.json()["intervention"]["detail"]["changed"] is False
+    assert again.status_code == 409 and "dropped already" in again.json()["error"], again.text
+    assert [(row["action"], row["participant_code"]) for row in admin.interventions(code)] == [("mark_dropped", dropout)]
     rows = {r["participant_code"]: r for r in admin.export("custom_export", code)}
     assert rows[dropout]["dropped_reason"] == "experimenter" and rows[partner]["dropped_reason"] == ""
     assert rows[dropout]["online_outcome"] == "timed_out"

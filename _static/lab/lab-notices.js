@@ -11,7 +11,10 @@
 
    The page's state at render is the JSON block #lab-notices-state; what happens later comes on
    the page's own socket, which also replays what was sent between the render and its
-   connection. */
+   connection.
+
+   A message box (text.js) tells the server what it holds on the same socket
+   (window.labNotices.draft): a page submitted without its browser keeps it as its unsent draft. */
 (function () {
   var stateNode = document.getElementById('lab-notices-state');
   if (!stateNode) return;
@@ -168,10 +171,23 @@
     }
   }
 
+  // What the page's message box holds, for the server (lab/notices.py); the last one is sent
+  // again when the socket (re)opens.
+  var pageIndex = window.location.pathname.split('/').filter(Boolean).pop();
+  var lastDraft = null;
+  function sendDraft() {
+    if (lastDraft === null || !socket || socket.readyState !== 1) return;
+    try { socket.send(JSON.stringify({draft: lastDraft, page_index: pageIndex})); } catch (e) { }
+  }
+  window.labNotices = {
+    draft: function (text) { lastDraft = String(text); sendDraft(); }
+  };
+
   setPaused(Boolean(state.paused));
   (state.messages || []).forEach(function (m) { whenBody(function () { showMessage(m.id, String(m.text)); }); });
   if (state.socket && window.makeReconnectingWebSocket) {
     socket = makeReconnectingWebSocket(state.socket);
+    socket.addEventListener('open', sendDraft);
     socket.onmessage = function (event) {
       var data;
       try { data = JSON.parse(event.data); } catch (e) { return; }

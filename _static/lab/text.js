@@ -36,13 +36,26 @@ var LabText = (function () {
 
   /* The box's counter and limit, and its draft kept in the browser until the page is left
      (lab-page.js removes drafts of the participant's other pages): it survives a reload, a
-     server restart and a rejected submission. */
+     server restart and a rejected submission. The server is told the draft too (lab-notices.js),
+     at most every DRAFT_SEND_MS while typing and once more after the last key: a page submitted
+     without the browser keeps it. */
+  var DRAFT_SEND_MS = 250;
   function messageBox(box, counter, max) {
     var key = 'lab-draft:' + window.location.pathname;
+    var sentAt = 0, trailing = null;
+    function tellServer() {
+      clearTimeout(trailing);
+      trailing = null;
+      sentAt = Date.now();
+      if (window.labNotices) window.labNotices.draft(box.value);
+    }
     function save() {
       try {
         if (box.value) localStorage.setItem(key, box.value); else localStorage.removeItem(key);
       } catch (e) { /* storage full or disabled: the server still gets what is in the box */ }
+      var wait = sentAt + DRAFT_SEND_MS - Date.now();
+      if (wait <= 0) tellServer();
+      else if (!trailing) trailing = setTimeout(tellServer, wait);
     }
     function update() {
       var remaining = max - length(box.value);
