@@ -141,7 +141,10 @@ def rules_vars(player: Player) -> dict:
 class Welcome(TranslatedTimer, Page):
     @staticmethod
     def vars_for_template(player: Player):
-        return dict(t=texts_for(player))
+        t = texts_for(player)
+        # How to behave: in the lab's room, or online wherever the participant is.
+        conduct = "intro_welcome_conduct_online" if is_online(player.session) else "intro_welcome_conduct"
+        return dict(t=t, conduct=t[conduct])
 
 
 class Rules(TranslatedTimer, Page):

@@ -115,7 +115,7 @@ def test_english_bot_sessions_play_through(project_copy, database_url):
 
 def test_chinese_texts_write_money_in_yuan_with_full_width_colons():
     texts = i18n.texts("zh_hans", currency="CNY", fee="15", rate="0.06", bonus="10")
-    assert "<b>15 元</b>" in texts["intro_welcome_body"] and "CNY" not in "".join(texts.values())
+    assert "<b>15 元</b>" in texts["intro_welcome_terms"] and "CNY" not in "".join(texts.values())
     assert i18n.currency_name("zh_hans", "CNY") == "元" and i18n.currency_name("en", "CNY") == "CNY"
     half_width_after_chinese = {key: value for key, value in texts.items() if re.search(f"[{CJK}]\\s*:", value)}
     assert not half_width_after_chinese

@@ -28,8 +28,14 @@ ONLINE = dict(rounds_per_game=1, language="en", message_1_seconds=15, read_1_sec
               online_quiz_attempts=2, online_instructions_seconds=90, online_intro_seconds=30,
               online_questionnaire_seconds=60, online_payment_seconds=30, prolific_bonus_rate=0.1,
               llm_provider="simulated", llm_check_model=False)
-PID_A, PID_B = "5f1a2b3c4d5e6f7a8b9c0d1e", "60aabbccddeeff0011223344"
+PID_A, PID_B, PID_C = "5f1a2b3c4d5e6f7a8b9c0d1e", "60aabbccddeeff0011223344", "61aabbccddeeff0011223355"
 STUDY, SUBMISSION_A, SUBMISSION_B = "65f0e1d2c3b4a59687786950", "6600112233445566778899aa", "6600112233445566778899bb"
+SUBMISSION_C = "6600112233445566778899cc"
+
+
+def shown(page: requests.Response) -> str:
+    """What the participant sees of a page: its form (not oTree's debug panel, which lists every text)."""
+    return page.text.split("</form>", 1)[0]
 
 
 def study_link(session: dict, pid: str, submission: str, **extra) -> str:
@@ -211,11 +217,16 @@ def test_study_link_refuses_malformed_parameters_and_second_seats(lab_server, da
     cases = {
         "online_link_missing": study_link(session, PID_A, SUBMISSION_A).replace(f"&STUDY_ID={STUDY}", ""),
         "online_link_malformed": study_link(session, "{{%PROLIFIC_PID%}}", SUBMISSION_A),
+        # Given twice, a parameter names nobody for sure (oTree would take the last).
+        "online_link_repeated": study_link(session, PID_A, SUBMISSION_A) + f"&PROLIFIC_PID={PID_B}",
     }
     for reason, url in cases.items():
         response = requests.get(url, timeout=30, allow_redirects=False)
         assert response.status_code == 400, (reason, response.status_code)
         assert f'data-reason="{reason}"' in response.text
+    twice = requests.get(study_link(session, PID_A, SUBMISSION_A, source="ad7") + "&source=ad8", timeout=30,
+                         allow_redirects=False)
+    assert twice.status_code == 400 and 'data-reason="online_link_repeated"' in twice.text and "source" in twice.text
     too_long = requests.get(study_link(session, PID_A, SUBMISSION_A, source="x" * 201), timeout=30,
                             allow_redirects=False)
     assert too_long.status_code == 400 and "source" in too_long.text
@@ -223,6 +234,10 @@ def test_study_link_refuses_malformed_parameters_and_second_seats(lab_server, da
     browser = requests.Session()
     good = browser.get(study_link(session, PID_A, SUBMISSION_A, source="ad 7/ü"), timeout=30, allow_redirects=False)
     assert good.status_code == 302 and "/InitializeParticipant/" in good.headers["location"]
+    # The welcome page speaks to someone taking part online, not in the lab's room.
+    welcome = browser.get(f"{server.base_url}{good.headers['location']}", timeout=30)
+    assert "/Welcome/" in welcome.url and "do not talk to others about the study" in shown(welcome)
+    assert "in the room" not in shown(welcome)
     # The session's own parameter (online_url_params = source) is in the participants export and the data package.
     rows = {row["prolific_pid"]: row for row in server.export("payment", "custom_export", session["code"])}
     assert json.loads(rows[PID_A]["url_params"]) == {"source": "ad 7/ü"} and rows[""]["url_params"] == ""
@@ -244,6 +259,14 @@ def test_study_link_refuses_malformed_parameters_and_second_seats(lab_server, da
     # The same person in another online session of this server: refused (one seat per person).
     second = server.create_session("hf_informed_wc_first", 2, **ONLINE)
     elsewhere = requests.get(study_link(second, PID_A, SUBMISSION_A), timeout=30, allow_redirects=False)
-    assert elsewhere.status_code == 409 and 'data-reason="online_pid_taken"' in elsewhere.text
+    assert elsewhere.status_code == 409 and 'data-reason="online_pid_elsewhere"' in elsewhere.text
+    assert "another session" in elsewhere.text and "in this study" not in elsewhere.text
     fresh = requests.get(study_link(second, PID_B, SUBMISSION_B), timeout=30, allow_redirects=False)
     assert fresh.status_code == 302
+    # Online wording in Chinese too; the lab keeps its own.
+    chinese = server.create_session("hf_informed_wc_first", 1, **dict(ONLINE, language="zh_hans"))
+    page = requests.get(study_link(chinese, PID_C, SUBMISSION_C), timeout=30)
+    assert "/Welcome/" in page.url and "请不要与他人谈论本研究" in shown(page) and "实验过程中请不要与他人交谈" not in shown(page)
+    lab = server.create_session("hf_informed_wc_first", 1, rounds_per_game=1, language="en")
+    page = requests.get(server.start_url(lab["participants"][0]["code"]), timeout=30)
+    assert "/Welcome/" in page.url and "do not talk to other people in the room" in shown(page)

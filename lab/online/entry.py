@@ -8,8 +8,8 @@ from that link and hands a label that exists again to whoever brings it; here, f
 session only, the link is read before oTree's (``SessionWideLink.get`` wrapped, as lab/rooms.py
 wraps the room's):
 
-- each parameter is checked (letters and digits; a placeholder Prolific did not fill is
-  refused with a page saying so, never a 500);
+- each parameter is checked (letters and digits; a placeholder Prolific did not fill, or a
+  parameter given twice, is refused with a page saying so, never a 500);
 - a PROLIFIC_PID that already holds a seat of this session is refused (409) unless the browser is
   the one that took the seat (oTree's session cookie: a reload or a return goes on); a PID that
   took part in another online session of this server is refused as well;
@@ -51,6 +51,10 @@ def install() -> None:
 
 def read_parameters(session, query) -> tuple[dict | None, str | None]:
     """({vars to record}, None) or (None, the text key and detail of a refusal)."""
+    names = [*online_config.PROLIFIC_PARAMS, *online_config.url_param_names(session.config)]
+    for name in names:
+        if len(query.getlist(name)) > 1:  # which one is the person's? (starlette would take the last)
+            return None, ("online_link_repeated", name)
     values = {}
     for name in online_config.PROLIFIC_PARAMS:
         value = query.get(name, "")
@@ -89,7 +93,7 @@ def enter(session, request):
         return refusal_page(session, "online_pid_taken", 409)
     elsewhere = [p for p in Participant.objects_filter(label=pid) if p._session_code != session.code]
     if any(p.vars.get("prolific_pid") == pid for p in elsewhere):
-        return refusal_page(session, "online_pid_taken", 409)
+        return refusal_page(session, "online_pid_elsewhere", 409)
     if request.session.get(cookie):
         # This browser holds another seat of the session (another PID typed into the link).
         return refusal_page(session, "online_browser_taken", 409)
