@@ -17,10 +17,10 @@ The grace counts from the later of
 - the last time the server knew a page of theirs open: the close of their last page's socket,
   seen by this process, or else what a previous run of the server recorded (the payment app's
   ``PagePresence`` table, written by the watcher in its own transaction: a page that closed, and
-  every ``HEARTBEAT_SECONDS`` the pages open; no write in a page request). A tab closed before
-  a restart is timed from its close; one whose page was open when the server stopped is timed
-  from its last heartbeat, but not dropped before ``RECONNECT_SECONDS`` after the start, the
-  time an open tab takes to reconnect its socket.
+  every ``HEARTBEAT_SECONDS`` the pages open, in one statement; no write in a page request). A
+  tab closed before a restart is timed from its close; one whose page was open when the server
+  stopped is timed from its last heartbeat, but not dropped before ``RECONNECT_SECONDS`` after
+  the start, the time an open tab takes to reconnect its socket.
 Neither oTree's ``_last_request_timestamp`` (its timeout worker refreshes it when it submits an
 absent participant's page) nor the server's start stands for a person being there.
 
@@ -116,15 +116,15 @@ def recorded_presence(session_code: str) -> dict:
     return _recorded
 
 
-def presence_changes(codes, now: float) -> list:
-    """(code, seen_at, page_open) to write for these participants: a heartbeat of each open page
-    not written in the last ``HEARTBEAT_SECONDS``, the close of each page closed since."""
+def presence_changes(codes, now: float, heartbeat: bool) -> list:
+    """(code, seen_at, page_open) to write for these participants: each page closed since (and
+    not reopened), each open page seen for the first time, and with ``heartbeat`` every open page."""
     changes = []
     with _lock:
         for code in codes:
             seen_at, page_open = _recorded.get(code, (None, False))
             if _open.get(code):
-                if not page_open or seen_at is None or now - seen_at >= HEARTBEAT_SECONDS:
+                if heartbeat or seen_at is None:
                     changes.append((code, now, True))
                 continue
             closed = _closed_at.get(code)
@@ -134,23 +134,25 @@ def presence_changes(codes, now: float) -> list:
 
 
 def record_presence(session_code: str, changes: list) -> None:
-    """Write ``changes`` in the watcher's transaction (updates in one statement, new rows added)."""
+    """Write ``changes`` in the watcher's transaction: the rows that share a value (a heartbeat's)
+    in one statement, the others (a close) one each, new rows added."""
     from otree.database import db
-    from sqlalchemy import bindparam
 
-    if not changes:
-        return
     Presence = app_registry.page_presence_model()
     table = Presence.__table__
-    updates = [dict(code=code, seen=seen_at, is_open=page_open) for code, seen_at, page_open in changes
-               if code in _recorded]
-    if updates:
-        db._db.execute(table.update().where(table.c.participant_code == bindparam("code")).values(
-            seen_at=bindparam("seen"), page_open=bindparam("is_open")), updates)
+    by_value: dict[tuple, list] = {}
     for code, seen_at, page_open in changes:
-        if code not in _recorded:
+        if code in _recorded:
+            by_value.setdefault((seen_at, page_open), []).append(code)
+        else:
             db.add(Presence(session_code=session_code, participant_code=code, seen_at=seen_at, page_open=page_open))
         _recorded[code] = (seen_at, page_open)
+    for (seen_at, page_open), codes in by_value.items():
+        db._db.execute(table.update().where(table.c.participant_code.in_(codes)).values(
+            seen_at=seen_at, page_open=page_open))
+
+
+_heartbeat_at: dict[str, float] = {}  # session code -> when its open pages were last written
 
 
 _settled: set = set()  # participant codes the watcher has done with
@@ -197,8 +199,11 @@ def due(now: float | None = None) -> list:
             Participant.session_id == session.id, Participant._index_in_pages > 0,
             Participant._index_in_pages < Participant._max_page_index).all()
         recorded = recorded_presence(session.code)
-        record_presence(session.code, presence_changes([code for _, code, _ in candidates if code not in _settled],
-                                                       now))
+        heartbeat = now - _heartbeat_at.get(session.code, 0.0) >= HEARTBEAT_SECONDS
+        if heartbeat:
+            _heartbeat_at[session.code] = now
+        record_presence(session.code, presence_changes(
+            [code for _, code, _ in candidates if code not in _settled], now, heartbeat))
         if pause.paused_since(session.code) is not None:
             continue
         grace = float(dropouts.settings(session)["dropout_closed_tab_seconds"])
