@@ -34,7 +34,7 @@ NEVER_LOADED = 2  # follow the link, never ask for their first page
 ARRIVAL_SPREAD_SECONDS = 15
 GAP_SECONDS = (0.5, 3.0)
 # A drop is made by the watcher's next look (every 2 s) once due, under the global lock.
-WATCHER_MARGIN_SECONDS = 4
+WATCHER_MARGIN_SECONDS = 5
 
 
 def dropped(server, code: str) -> dict:
