@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from tests.browser_participant import WAIT_PAGES, answer, launch_browser, leave
+from tests.browser_participant import WAIT_PAGES, Script, answer, launch_browser, leave
 
 LIMITS = dict(rounds_per_game=1, language="en", message_1_seconds=25, read_1_seconds=20, message_2_seconds=25,
               read_2_seconds=20, decision_seconds=20, result_seconds=20)
@@ -70,16 +70,9 @@ async def _play(page, start_url: str, think: dict, messages: dict, seen: list, t
             await page.keyboard.type(messages[int(name[-1])])
             await page.locator(".otree-btn-next").click()
         else:
-            await answer(page, name, _NoScript())
+            await answer(page, name, Script())
         await leave(page, url_before, timeout)
     raise AssertionError(f"did not reach the payment page; pages seen: {[s['page'] for s in seen][-8:]}")
-
-
-class _NoScript:
-    """What browser_participant.answer expects to write into (unused here)."""
-
-    def __init__(self):
-        self.seen_associate_messages, self.seen_results, self.messages, self.choice = [], [], {}, "A"
 
 
 def _play_session(server, config: str, **fields) -> list[list[dict]]:
