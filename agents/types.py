@@ -159,6 +159,8 @@ class ModelReply:
     retry_after: Optional[float] = None  # seconds the provider asked to wait (429/503)
     retryable: Optional[bool] = None  # whether another attempt could succeed (None = by status)
     reasoning: Optional[str] = None  # a provider's separate reasoning field (e.g. reasoning_content)
+    # The server's own account of a call (llama-server: prompt_n, prompt_ms, predicted_n, predicted_ms).
+    timings: Optional[dict] = None
 
 
 @runtime_checkable
