@@ -135,6 +135,18 @@ def grammar_message(reply: Optional[str]) -> Optional[str]:
     return text if text and text.lower().rstrip(".") not in NOT_MESSAGES else None
 
 
+_FINAL_CHOICE = re.compile(r"I DECIDE TO CHOOSE \[([AB])\]\s*$")
+
+
+def grammar_choice(reply: Optional[str]) -> Optional[str]:
+    """The choice of a reply the server's grammar shaped (agents/grammars.py): the letter of its
+    forced last line ``I DECIDE TO CHOOSE [A]``, after which the grammar allows nothing. Its
+    reasoning lines are steps towards it, whatever letters they name ("STEP 2: I decide to
+    choose B …" then "I DECIDE TO CHOOSE [A]" is a choice of A, not a conflict)."""
+    found = _FINAL_CHOICE.search(reply or "")
+    return found.group(1) if found else None
+
+
 _SENTENCE_END = re.compile(r"[.!?。！？…~～]+[\"'”’」)]*\s*")
 
 

@@ -15,7 +15,8 @@ import time
 import pytest
 
 from agents import grammars, prompts
-from agents.agent import PersonaAgent, probe_personas
+from agents.agent import PersonaAgent
+from agents.probe import probe_personas
 from agents.config import ConfigError, ModelConfig
 from agents.models import build_model, inspect_server, throughput_warning
 from agents.parsing import grammar_message
@@ -307,3 +308,19 @@ def test_a_message_is_never_a_bare_word_as_chat_models_special_tokens_are():
     gbnf = grammars.gbnf(grammars.OutputShape("message", 4), 128)
     defined = {line.split(" ::= ")[0] for line in gbnf.splitlines()}
     assert set(re.findall(r"\b(marked\d+|message\d*)\b", gbnf)) <= defined | {"message"}
+
+
+def test_a_decision_under_the_grammar_is_its_final_line_whatever_its_reasoning_says(fake_llm):
+    """SmolLM2 under the decision grammar: "STEP 2: I decide to choose B" in its reasoning, then
+    the forced last line. It was refused as "chose both A and B" and re-asked, a slot lost on a
+    one-request server; the last line is the decision. Without the grammar both sentences are the
+    model's own words and they conflict: re-asked, as before."""
+    reply = ("STEP 1: B gives me 80 or 40\nSTEP 2: I decide to choose B because it pays more\nSTEP 3: new associate\n"
+             "STEP 4: I DECIDE TO CHOOSE B, or not\nSTEP 5: fair\nI DECIDE TO CHOOSE [A]")
+    fake_llm.set(reply=reply)
+    constrained = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="on")), seed=1)
+    turn = asyncio.run(constrained.decide(1, associate_message_2="A?", deadline=time.monotonic() + 10))
+    assert (turn.status, turn.choice, len(turn.calls), turn.calls[0].parsed) == ("ok", "A", 1, "A")
+    unconstrained = PersonaAgent("agent-2", "fair", build_model(config(fake_llm, constrained_output="off")), seed=1)
+    turn = asyncio.run(unconstrained.decide(1, associate_message_2="A?", deadline=time.monotonic() + 10))
+    assert turn.calls[0].status == "parse_error" and turn.calls[0].error == "it chose both A and B"

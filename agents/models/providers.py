@@ -322,7 +322,8 @@ class AnthropicModel(_SDKAdapter):
 
 
 _warmed_up: set[str] = set()
-_WARM_UP_STREAM = b'data: {"choices": [{"index": 0, "delta": {"content": "."}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
+_WARM_UP_STREAM = (b'data: {"choices": [{"index": 0, "delta": {"content": "."}, "finish_reason": "stop"}]}\n\n'
+                   b'data: [DONE]\n\n')
 _warm_up_lock = threading.Lock()
 
 
