@@ -28,8 +28,8 @@ import protocol
 
 from . import grammars, prompts
 from .models import CallOptions, call_charges, call_options, call_scope, redact
-from .parsing import (choice_problem, cut_message, grammar_choice, grammar_message, is_refusal, message_problem,
-                      parse_choice, parse_message, split_reasoning)
+from .parsing import (choice_problem, cut_message, grammar_choice, grammar_message, has_han, is_refusal,
+                      message_problem, parse_choice, parse_message, split_reasoning)
 from .tokens import count_message_tokens
 from .types import CallRecord, CallStatus, ChatMessage, LanguageModel, TurnKind, TurnResult, TurnStatus
 
@@ -200,7 +200,7 @@ class PersonaAgent:
                 return self._finish(round_number, kind, started, calls, exchange, None, fitted.status)
             sent, trimmed = fitted
             shape = grammars.OutputShape("decision" if is_decision else "message", _steps_asked(prompt),
-                                         self.message_max_chars)
+                                         self.message_max_chars, chinese=self._writes_chinese() and not is_decision)
             record = await self._call(sent, round_number, kind, 1, model_deadline, trimmed,
                                       CallOptions(shape=shape))
             calls.append(record)
@@ -286,7 +286,11 @@ class PersonaAgent:
             return None
         if kind == TurnKind.DECISION.value:
             return choice_problem(reply)
-        return message_problem(reply, self.message_max_chars)
+        return message_problem(reply, self.message_max_chars, chinese=self._writes_chinese())
+
+    def _writes_chinese(self) -> bool:
+        """Its messages must be Chinese: it chats in Chinese and its model says so (llm_chinese_messages)."""
+        return self.language == "zh" and getattr(self.model.settings, "chinese_messages", False)
 
     def _reask_options(self, shape: grammars.OutputShape) -> CallOptions:
         settings = self.model.settings
@@ -328,6 +332,9 @@ class PersonaAgent:
                 if parsed is not None and len(parsed) > self.message_max_chars:
                     flags.append("message_too_long")
                     status = CallStatus.PARSE_ERROR.value  # re-asked for a shorter one
+                elif parsed is not None and options.shape is not None and options.shape.chinese \
+                        and not has_han(parsed):
+                    parsed, status = None, CallStatus.PARSE_ERROR.value  # the chat is in Chinese: re-asked
             if parsed is None:
                 status = CallStatus.REFUSAL.value if is_refusal(reply.text) else CallStatus.PARSE_ERROR.value
         if status != CallStatus.OK.value and reply.status in (CallStatus.OK.value, CallStatus.LENGTH.value):
@@ -366,6 +373,7 @@ class PersonaAgent:
                         "with_communication": self.with_communication, "memory": self.memory,
                         # llm_constrained_output as this call had it, and the grammar it carried
                         "constrained_output": "on" if grammar else "off", "grammar_format": grammar,
+                        "chinese_messages": self._writes_chinese(),
                         "grammar": grammars.describe(grammar, options.shape, settings.max_tokens)},
             prompt_version=prompts.prompt_version(),
             messages=[{"role": m.role, "content": m.content} for m in sent],

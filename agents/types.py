@@ -65,6 +65,8 @@ class ModelSettings:
     # How the server is told the reply's format (agents/grammars.py: gbnf, structured_outputs,
     # guided_regex), or None: unconstrained (llm_constrained_output off, or a cloud provider).
     grammar: Optional[str] = None
+    # Agents chatting in Chinese must write Chinese messages (ModelConfig.requires_chinese).
+    chinese_messages: bool = False
 
 
 @dataclass

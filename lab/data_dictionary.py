@@ -220,6 +220,10 @@ MANIFEST_KEYS = {
     "prompts_sha256": "one SHA-256 over `prompts`",
     "model_settings": "agent sessions: the model config as resolved at session creation "
                       "(`agents.config.ModelConfig`; the API key's variable *name* only, never a key); empty in H-H",
+    "model_check": "agent sessions: what the model check found (lab/session_settings.py): its status, whether "
+                   "the grammar is on and why (`grammar`), and for a local server its capacity for the session "
+                   "(`capacity`: the verdict fits / narrow, the measured prompt evaluation, generation and slots, "
+                   "per stage a turn's seconds and the turns that fit; agents/capacity.py); empty in H-H",
     "session_budget": "USD, agent sessions",
     "stage_limits": "seconds per stage",
     "rounds_per_game": "rounds played in each game", "message_max_chars": "longest chat message, characters",

@@ -300,8 +300,7 @@ def resolve_constrained_output(config: SimulationConfig, log=print) -> None:
         inspection = None
         if cfg.provider == "openai_compatible" and cfg.constrained_output != "off":
             inspection = inspect_server(cfg)
-            log(f"{entry.label}: grammar {inspection.grammar_format or 'none'} ({'; '.join(inspection.notes)}), "
-                f"{inspection.tokens_per_second or 0:.1f} tokens/s")
+            log(f"{entry.label}: grammar {inspection.grammar_format or 'none'} ({'; '.join(inspection.notes)})")
             if cfg.constrained_output == "on" and inspection.grammar_format is None:
                 raise ValueError(f"{entry.label}: constrained_output is on, but {cfg.base_url} obeyed no grammar")
         if cfg.provider != "simulated":
