@@ -54,6 +54,11 @@ def test_a_real_echo_is_refused_by_the_grammar_and_the_parser(row):
         assert not allowed_by_grammar(message, shape), (message, shape)
 
 
+@pytest.mark.parametrize("row", TABLE["echoes_within"], ids=lambda row: row["message"][:40])
+def test_a_real_echo_of_the_placeholder_further_in_is_refused_by_the_parser(row):
+    assert is_echo(row["message"]) and parse_message(f"STEP 4: <{row['message']}>") is None
+
+
 @pytest.mark.parametrize("message", GOOD)
 def test_a_good_message_passes_the_grammar_and_the_parser(message):
     assert not is_echo(message)
