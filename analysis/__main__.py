@@ -14,6 +14,7 @@ from analysis.report import run
 
 EXIT_NO_INPUT = 2  # a path that does not exist, or no CSV at all: nothing was read
 EXIT_NOTHING_TO_ANALYSE = 1  # CSVs read, but no decisions or participants among them
+EXIT_AGENT_FALLBACKS = 3  # report written, but the lab agents' decisions were random fallbacks too often
 
 
 def polynomial_degree(text: str) -> int:
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         "CSV, figures as PNG, SVG and PDF, and report.html."), epilog=(
         "Machine annotation of the report's blind template: python -m analysis annotate REPORT_DIR "
         "--provider P [--model M] (see --help there). Exit status: 0 report written; 1 no decisions or "
-        "participants table among the CSVs; 2 a path does not exist or holds no CSV."))
+        "participants table among the CSVs; 2 a path does not exist or holds no CSV; 3 report written, but "
+        "more of the lab agents' decisions than --max-agent-fallback-share were random fallbacks."))
     parser.add_argument("exports", nargs="+", help="folders (read recursively) or CSV files: exports, "
                         "filled annotation files, the motives file")
     parser.add_argument("--out", required=True, help="the report folder (created if missing)")
@@ -51,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="pool sessions even when their manifests' protocols differ")
     parser.add_argument("--include-stand-ins", action="store_true",
                         help="keep online sessions' stand-in pair-rounds (left out by default: docs/online.md)")
+    parser.add_argument("--max-agent-fallback-share", type=float, default=0.2, metavar="SHARE",
+                        help="exit 3 when more of the lab agents' decisions than this were random fallbacks "
+                             "(they are never counted as the agents' behaviour; default 0.2)")
     args = parser.parse_args(argv)
     missing = [path for path in args.exports if not Path(path).exists()]
     if missing:
@@ -83,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
         print("error: none of the CSV files is a decisions or participants table of docs/DATA.md: nothing "
               "to analyse (the report lists what was read)", file=sys.stderr)
         return EXIT_NOTHING_TO_ANALYSE
+    from analysis.tidy import agent_fallbacks
+
+    fell, total = agent_fallbacks(analysis.agents)
+    if total and fell / total > args.max_agent_fallback_share:
+        print(f"error: {fell} of the lab agents' {total} decisions ({fell / total:.0%}) were random fallbacks, more "
+              f"than --max-agent-fallback-share {args.max_agent_fallback_share:.0%}: the report counts only the "
+              f"{total - fell} their models made", file=sys.stderr)
+        return EXIT_AGENT_FALLBACKS
     return 0
 
 
