@@ -238,11 +238,11 @@ class OpenAIChatModel(_SDKAdapter):
                 timings = chunk.get("timings") or timings  # llama-server: prompt_n, prompt_ms, ...
                 for choice in chunk.get("choices") or []:
                     delta = choice.get("delta") or {}
+                    timing = _request_timing.get()
+                    if (delta.get("content") or choice.get("finish_reason")) and timing is not None \
+                            and "first_token" not in timing:  # the prompt is evaluated (a token may be "")
+                        timing["first_token"] = time.time()
                     if delta.get("content"):
-                        if not parts:
-                            timing = _request_timing.get()
-                            if timing is not None:
-                                timing["first_token"] = time.time()
                         parts.append(delta["content"])
                         pieces += 1
                     thinking = delta.get("reasoning_content") or delta.get("reasoning")
