@@ -154,8 +154,8 @@ class Capacity:
                 f"({tokens}; ~{speed.eval_new_tokens} by our estimate not shared with another agent's) was "
                 f"evaluated in {evaluated} ({speed.eval_method}); replies are generated at {rate} "
                 f"({speed.generation_method}); {speed.slots} slot(s) ({speed.slots_source}). So a {s.name} turn takes "
-                f"{s.turn_seconds:.1f} s on one slot ({s.eval_seconds:.1f} s prompt, {s.reply_seconds:.1f} s for a reply "
-                f"of llm_max_tokens = {self.reply_tokens}), and {s.turns_per_slot} turn(s) per slot fit its "
+                f"{s.turn_seconds:.1f} s on one slot ({s.eval_seconds:.1f} s prompt, {s.reply_seconds:.1f} s for a "
+                f"reply of llm_max_tokens = {self.reply_tokens}), and {s.turns_per_slot} turn(s) per slot fit its "
                 f"{s.limit_seconds:g} s: {s.capacity} in all, for the session's {s.turns} agents (one per participant)"
                 + (f". To fit: {'; or '.join(self.advice)}" if self.advice else "") + ".")
 

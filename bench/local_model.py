@@ -112,8 +112,8 @@ async def play_session(cfg: ModelConfig, language: str, agents: int, args) -> li
             return done
 
         await stage("message_1", lambda seat, d: seat.message_1(round_number, deadline=d))
-        await stage("message_2", lambda seat, d: seat.message_2(round_number, associate_message_1=said[seat.agent_id][0],
-                                                                 deadline=d))
+        await stage("message_2", lambda seat, d: seat.message_2(
+            round_number, associate_message_1=said[seat.agent_id][0], deadline=d))
         decisions = await stage("decision", lambda seat, d: seat.decide(
             round_number, associate_message_2=said[seat.agent_id][1], deadline=d))
         for seat, decision in zip(seats, decisions):

@@ -339,12 +339,12 @@ def _inspect_server(config: dict, model_config, model, p: SessionParams, record:
     if resolved.concurrency == default_concurrency:  # left at its default: the calls queue in the lab, by deadline
         config["llm_concurrency"] = capacity.speed.slots
     log.info("Agent model: %s", capacity.summary())
+    warned = capacity.verdict in ("narrow", "unmeasured")
     if record is not None:
-        record["model_check"].update(capacity=capacity.as_record(),
-                                     warning=capacity.summary() if capacity.verdict in ("narrow", "unmeasured") else None)
+        record["model_check"].update(capacity=capacity.as_record(), warning=capacity.summary() if warned else None)
     if capacity.verdict == "refused":
-        raise SessionConfigError(f"Agent model: {capacity.summary()} (set llm_check_model to false to skip "
-                                 "the check)")
+        raise SessionConfigError(f"Agent model: {capacity.summary()} (to create it anyway: llm_check_model false, "
+                                 "and llm_constrained_output on to keep the grammar)")
 STAND_IN_RULES = ("agent", "none")
 STAND_IN_PERSONAS = ("cooperative", "fair", "selfish", "imitate")
 

@@ -78,8 +78,9 @@ def test_fits_narrow_refused_by_the_number_of_agents():
     summary = refused.summary()
     assert summary.startswith("capacity: the session does not fit. Measured at the model check: a decision prompt "
                               "of the last round")
-    assert ("So a decision turn takes 14.3 s on one slot (10.0 s prompt, 4.3 s for a reply of llm_max_tokens = 128), "
-            "and 2 turn(s) per slot fit its 40 s: 2 in all, for the session's 6 agents (one per participant)") in summary
+    assert ("So a decision turn takes 14.3 s on one slot (10.0 s prompt, 4.3 s for a reply of llm_max_tokens = "
+            "128), and 2 turn(s) per slot fit its 40 s: 2 in all, for the session's 6 agents (one per participant)"
+            ) in summary
     # what to change, with numbers: fewer agents, a server with more slots or faster
     assert refused.advice == ["at most 1 participants (agents)", "a server with 6 slots at this speed, or 3.3x faster"]
 
@@ -89,8 +90,8 @@ def test_the_advice_names_a_reply_limit_that_fits_when_the_reply_is_what_is_too_
     assert capacity.verdict == "refused"
     # 4 turns with a margin of 1.5 in 39.5 s: 6.58 s a turn, 4.58 s of reply at 10 tokens/s
     assert "llm_max_tokens = 45 or less" in capacity.advice
-    two_slots = assess(local(), demand(4), stage_prompts(local(), demand(4)), speed(eval_seconds=2.0, tokens_per_second=10.0,
-                                                                                  slots=4), concurrency=2)
+    two_slots = assess(local(), demand(4), stage_prompts(local(), demand(4)),
+                       speed(eval_seconds=2.0, tokens_per_second=10.0, slots=4), concurrency=2)
     assert "llm_concurrency = 4 (the server has 4 slots)" in two_slots.advice
 
 
@@ -155,7 +156,8 @@ def test_a_server_error_while_measuring_leaves_the_capacity_unmeasured_and_warne
     failed.error = "the server answered a measuring call with provider_error: HTTP 500"
     capacity = assess(cfg, demand(2), stage_prompts(cfg, demand(2)), failed)
     assert capacity.verdict == "unmeasured" and capacity.stages == []
-    assert capacity.summary() == "capacity: not measured: the server answered a measuring call with provider_error: HTTP 500"
+    assert capacity.summary() == ("capacity: not measured: the server answered a measuring call with "
+                                  "provider_error: HTTP 500")
     assert capacity.as_record()["margin"] is None
 
 
