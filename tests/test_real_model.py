@@ -56,9 +56,13 @@ def _table(export_dir, name):
 
 
 def _model_settings(server: LlamaServer, **extra) -> dict:
+    # No model check: its capacity measure would refuse these short-staged sessions on a busy
+    # machine (they test the handling, not the speed); the grammar on and one call at a time, as
+    # the check would set them for this server.
     return dict(llm_provider="openai_compatible", llm_model=LlamaServer.MODEL_ALIAS, llm_base_url=server.base_url,
                 llm_max_tokens=MAX_TOKENS, llm_context_window=server.n_ctx, llm_max_retries=1,
-                llm_request_timeout=30, llm_requests_per_minute=100000, **extra)
+                llm_request_timeout=30, llm_requests_per_minute=100000, llm_check_model=False,
+                llm_constrained_output="on", llm_concurrency=1, **extra)
 
 
 def attempts_are_right(attempts: list[int]) -> bool:
