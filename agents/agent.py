@@ -316,7 +316,7 @@ class PersonaAgent:
             self._charged(record, charges)
             _journal(self.journal.finished, record)
             raise
-        status, parsed, flags, error = reply.status, None, [], reply.error
+        status, parsed, flags, error = reply.status, None, ["not_sent"] if reply.not_sent else [], reply.error
         shaped = _complete_under_grammar(self.model.settings, options, reply.text)
         if status == CallStatus.LENGTH.value and shaped:
             # The grammar's last character came with the last token allowed: the reply is whole.

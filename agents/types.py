@@ -163,6 +163,7 @@ class ModelReply:
     reasoning: Optional[str] = None  # a provider's separate reasoning field (e.g. reasoning_content)
     # The server's own account of a call (llama-server: prompt_n, prompt_ms, predicted_n, predicted_ms).
     timings: Optional[dict] = None
+    not_sent: bool = False  # a timeout before the request left: too little time for a call of its kind
 
 
 @runtime_checkable

@@ -129,8 +129,7 @@ def abandoned_share(calls: list, capacity) -> tuple[float, float]:
     predicted_eval = {s.stage: s.eval_seconds for s in capacity.stages if s.game == "WC"}
     abandoned = total = 0.0
     for call in calls:
-        if not (call.time_sent and call.time_done) or "not sent" in (call.error or "") \
-                or "no time left to send" in (call.error or ""):
+        if not (call.time_sent and call.time_done) or "not_sent" in call.flags:
             continue
         seconds = call.time_done - call.time_sent
         if call.status in (CallStatus.TIMEOUT.value, CallStatus.CANCELLED.value):

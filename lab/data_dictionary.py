@@ -192,7 +192,7 @@ LLM_CALLS = {
     "prompt_tokens": _c("our count of the request before sending", "integer", "tokens"),
     "trimmed": _c("earlier rounds' transcripts dropped to fit the context window", "integer"),
     "reasoning": _c("the model's <think> text or reasoning field (never parsed as the answer)"),
-    "flags": _c("comma-separated: message_too_long, message_cut, interrupted, abandoned, cost_estimated, ..."),
+    "flags": _c("comma-separated: message_too_long, message_cut, interrupted, abandoned, cost_estimated, not_sent, ..."),
     "simulated": _c("True for the offline simulated model", "boolean"),
 }
 

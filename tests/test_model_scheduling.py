@@ -248,6 +248,7 @@ def test_decisions_a_stage_cannot_fit_on_one_slot_are_not_sent(fake_llm):
     assert sorted(t.status for t in turns) == ["fallback", "ok", "ok"]
     late = next(t for t in turns if t.status == "fallback")
     assert late.fallback_reason == CallStatus.TIMEOUT.value and "not sent: no slot came free" in late.calls[0].error
+    assert late.calls[0].flags == "not_sent"  # on the call's row: a timeout that never reached the server
     assert fake_llm.request_count == 5
 
 

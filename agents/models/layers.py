@@ -204,7 +204,7 @@ class RateLimitedModel:
         if estimate is None or left >= estimate.seconds:
             return None
         where = "when a slot came free" if waited else "before sending"
-        return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(),
+        return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(), not_sent=True,
                           error=f"not sent: {max(0.0, left):.1f} s were left {where}, and {_kind_name(kind)} of "
                                 f"this model take about {estimate.seconds:.1f} s ({estimate.describe()})")
 
@@ -224,7 +224,7 @@ class RateLimitedModel:
         slots = self._slots.get()
         if not await slots.acquire(deadline, latest_start):
             estimate = self.durations.estimate(kind)
-            return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(), error=(
+            return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(), not_sent=True, error=(
                 "not sent: no slot came free before the deadline; no reply of this kind has been measured yet"
                 if estimate is None else
                 f"not sent: no slot came free while {estimate.seconds:.1f} s were still left, and "
@@ -303,7 +303,7 @@ class DeadlineGuard:
         time_sent = time.time()
         remaining = _remaining(deadline)
         if remaining <= 0:
-            return ModelReply(CallStatus.TIMEOUT.value, error="deadline passed before sending",
+            return ModelReply(CallStatus.TIMEOUT.value, error="deadline passed before sending", not_sent=True,
                               time_sent=time_sent, time_done=time_sent)
         try:
             async with asyncio.timeout(None if math.isinf(remaining) else remaining):

@@ -99,7 +99,7 @@ class _SDKAdapter:
         budget_seconds = min(self.cfg.request_timeout, _remaining(deadline) - INNER_DEADLINE_MARGIN)
         if budget_seconds < MIN_ATTEMPT_SECONDS / 2:
             return ModelReply(CallStatus.TIMEOUT.value, error="no time left to send", time_sent=time_sent,
-                              time_done=time.time(), retryable=False)
+                              time_done=time.time(), retryable=False, not_sent=True)
         timing: dict[str, float] = {}
         _request_timing.set(timing)
         try:
