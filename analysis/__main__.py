@@ -88,15 +88,22 @@ def main(argv: list[str] | None = None) -> int:
         print("error: none of the CSV files is a decisions or participants table of docs/DATA.md: nothing "
               "to analyse (the report lists what was read)", file=sys.stderr)
         return EXIT_NOTHING_TO_ANALYSE
-    from analysis.tidy import agent_fallbacks
-
-    fell, total = agent_fallbacks(analysis.agents)
-    if total and fell / total > args.max_agent_fallback_share:
-        print(f"error: {fell} of the lab agents' {total} decisions ({fell / total:.0%}) were random fallbacks, more "
-              f"than --max-agent-fallback-share {args.max_agent_fallback_share:.0%}: the report counts only the "
-              f"{total - fell} their models made", file=sys.stderr)
+    too_many = agent_fallback_problem(analysis.agents, args.max_agent_fallback_share)
+    if too_many:
+        print(f"error: {too_many}", file=sys.stderr)
         return EXIT_AGENT_FALLBACKS
     return 0
+
+
+def agent_fallback_problem(agents, max_share: float) -> str | None:
+    """A sentence when more of the lab agents' decisions than ``max_share`` were random fallbacks."""
+    from analysis.tidy import agent_fallbacks
+
+    fell, total = agent_fallbacks(agents)
+    if not total or fell / total <= max_share:
+        return None
+    return (f"{fell} of the lab agents' {total} decisions ({fell / total:.0%}) were random fallbacks, more than "
+            f"--max-agent-fallback-share {max_share:.0%}: the report counts only the {total - fell} their models made")
 
 
 if __name__ == "__main__":

@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from analysis import analyse, load_exports, synthetic
-from analysis.__main__ import main as cli_main
+from analysis.__main__ import agent_fallback_problem, main as cli_main
 
 
 @pytest.fixture(scope="module")
 def exports_with_fallbacks(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("exports")
-    parameters = synthetic.SyntheticParameters(participants_per_session=12, label_settings=("informed",),
+    parameters = synthetic.SyntheticParameters(participants_per_session=4, label_settings=("informed",),
                                                game_orders=("WC-WoC",))
     synthetic.write(synthetic.generate(parameters, seed=5), folder)
     for path in folder.glob("decisions*.csv"):
@@ -47,5 +47,6 @@ def test_the_analysis_exits_3_when_the_agents_fell_back_too_often(exports_with_f
     err = capsys.readouterr().err
     assert "of the lab agents'" in err and "were random fallbacks, more than --max-agent-fallback-share 20%" in err
     assert (tmp_path / "report" / "report.html").exists()  # written all the same, saying so
-    assert cli_main([str(exports_with_fallbacks), "--out", str(tmp_path / "again"),
-                     "--max-agent-fallback-share", "0.5"]) == 0
+    agents = analyse(load_exports(exports_with_fallbacks)).agents
+    assert "were random fallbacks, more than --max-agent-fallback-share 20%" in agent_fallback_problem(agents, 0.2)
+    assert agent_fallback_problem(agents, 0.5) is None  # a third fell back: under a limit of a half

@@ -130,10 +130,9 @@ def test_the_session_records_whether_messages_must_be_chinese(fake_llm):
     fake_llm.set(grammar_fields={"grammar"})
     base = dict(associate_type="fair", label_setting="informed", game_order="WC-WoC", llm_provider="openai_compatible",
                 llm_model="local", llm_base_url=fake_llm.base_url_openai, llm_max_tokens=128, llm_max_retries=0)
-    for language, setting, expected in (("zh_hans", "", "on"), ("zh_hans", "off", "off"), ("en", "", "on")):
+    for language, setting, expected in (("zh_hans", "", "on"), ("zh_hans", "off", "off")):
         config = dict(base, language=language, **({"llm_chinese_messages": setting} if setting else {}))
         record = {}
         session_settings.validate(config, 1, record=record)
         assert config["llm_chinese_messages"] == expected  # what the engine and the manifest read
-        assert ("messages must be Chinese" in record["model_check"]["grammar"]) == (language == "zh_hans"
-                                                                                   and expected == "on")
+        assert ("messages must be Chinese" in record["model_check"]["grammar"]) == (expected == "on")
