@@ -394,8 +394,9 @@ def advice(cfg: ModelConfig, demand: SessionDemand, capacity: Capacity, slots: i
         if tokens >= grammars.MIN_STEP_CHARS:
             found.append(f"llm_max_tokens = {min(tokens, cfg.max_tokens - 1)} or less")
     speedup = NARROW_MARGIN * math.ceil(demand.agents / slots) * binding.turn_seconds / usable
-    per_slot = max(1, int(usable // (NARROW_MARGIN * binding.turn_seconds)))
-    found.append(f"a server with {math.ceil(demand.agents / per_slot)} slots at this speed, or {speedup:.1f}x faster")
+    per_slot = int(usable // (NARROW_MARGIN * binding.turn_seconds))
+    found.append(f"a server with {math.ceil(demand.agents / per_slot)} slots at this speed, or {speedup:.1f}x faster"
+                 if per_slot else f"a server {speedup:.1f}x faster (one turn alone is too slow for more slots to help)")
     if concurrency is not None and speed.slots > concurrency:
         found.append(f"llm_concurrency = {speed.slots} (the server has {speed.slots} slots)")
     return found

@@ -95,6 +95,13 @@ def test_the_advice_names_a_reply_limit_that_fits_when_the_reply_is_what_is_too_
     assert "llm_concurrency = 4 (the server has 4 slots)" in two_slots.advice
 
 
+def test_a_turn_too_slow_for_its_stage_on_its_own_asks_for_a_faster_server_not_more_slots():
+    capacity = assessed(1, eval_seconds=50.0)  # 54.3 s a decision turn, 39.5 s to do it in
+    assert capacity.verdict == "refused"
+    assert capacity.advice == ["no number of participants (one turn alone is too slow)",
+                               "a server 2.1x faster (one turn alone is too slow for more slots to help)"]
+
+
 def test_a_prompt_the_server_did_not_evaluate_in_time_refuses_the_session():
     capacity = assessed(1, eval_seconds=80.0, cut_off=True, tokens_per_second=None)
     assert capacity.verdict == "refused"
