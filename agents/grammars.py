@@ -16,6 +16,7 @@ max_tokens) characters.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -86,6 +87,7 @@ NOT_MESSAGES = tuple(sorted(parsing.NOT_MESSAGES))
 # in any case, its words apart (one space) or run together, unless its last word goes on in
 # lower case ("Messages are…"). NOT_MESSAGES' words that open with an echo are barred with it.
 ECHOES = tuple(tuple(opening.split()) for opening in parsing.ECHO_OPENINGS)
+TAIL = "\x00"  # marks the trie's nodes inside a tail (parsing.ECHO_TAILS) that follows an echo
 # After a complete word of NOT_MESSAGES: nothing the parser strips from a message's end (ASCII
 # only: multi-byte characters in a class left llama-cpp-python 0.3.36 no token to choose).
 _STRIPPED_AT_END = r". \"'*_`"
@@ -123,15 +125,30 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
     having matched a prefix of one is left by ending (not where a word is complete, nor on a bare
     word), by a character no word continues with (then anything, or, while the message is a bare
     word, anything with a mark in it), by a word's next character, or where an echo's word ends,
-    by a space and then any of those; a complete echo, only by a lower-case letter. Inside the
+    by a space and then any of those; a complete echo, only by a lower-case letter (which may run
+    into one of ``parsing.ECHO_TAILS``, itself an echo). Inside the
     trie the rest of the message is bounded as if the deepest node had been reached, so that
     nodes alike share one GBNF rule (the echoes' articles share what follows them)."""
     echoes = {"".join(words) for words in ECHOES}
     exact = tuple(w for w in NOT_MESSAGES if not parsing.is_echo(w))
+    by_prefix: dict[str, list[str]] = {}  # prefix -> the next characters of the words it begins
+    for word in exact + tuple(sorted(echoes)):
+        for k in range(len(word)):
+            by_prefix.setdefault(word[:k], []).append(word[k])
     spaces: set[str] = set()  # the prefixes after which an echo's next word may follow a space
     for words in ECHOES:
         spaces.update(itertools.accumulate(words[:-1]))
     deepest = max(len(w) for w in exact + tuple(echoes)) + max(len(words) - 1 for words in ECHOES)
+    # After a complete echo, the tails (parsing.ECHO_TAILS) are one sub-trie all echoes share, its
+    # nodes keyed TAIL + what of a tail was matched; in GBNF only (a regular expression has no
+    # rules to share: a copy of the tails after every echo made vLLM's 6 MB; the parser refuses
+    # those echoes all the same), and where the bounds can be the deepest node's.
+    with_tails = gbnf_syntax and chars >= 2 * (deepest + max(map(len, parsing.ECHO_TAILS)))
+    if with_tails:
+        deepest += max(map(len, parsing.ECHO_TAILS))
+        for tail in parsing.ECHO_TAILS:
+            for k in range(len(tail)):
+                by_prefix.setdefault(TAIL + tail[:k], []).append(tail[k])
     rules: list[str] = []
     named: dict[str, str] = {}  # rule body -> its name
     sep = " " if gbnf_syntax else ""
@@ -184,14 +201,22 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
         # go: as deep as the deepest node, unless the messages are too short to spare that.
         spaces_taken = sum(1 for start in spaces if len(start) < k and prefix.startswith(start))
         done = 0 if k == 0 else deepest if chars >= 2 * deepest else k + spaces_taken
-        bare = _bare(prefix) and not spaced
+        bare = _bare(prefix.removeprefix(TAIL)) and not spaced  # (the echoes are words: a tail's too)
+        in_tail = prefix.startswith(TAIL)
+        complete_echo = prefix in echoes or (in_tail and prefix[len(TAIL):] in parsing.ECHO_TAILS)
         if done + 1 > chars or (prefix in exact and done + 2 > chars):  # no room to go on
-            return "" if k and prefix not in echoes and prefix not in exact and not bare else None
-        if prefix in echoes:  # its last word goes on in lower case, or it is barred
+            return "" if k and not complete_echo and prefix not in exact and not bare else None
+        nexts = sorted({c for c in by_prefix.get(prefix, ()) if k or c not in _FIRST_BARRED})
+        if complete_echo:  # its last word goes on in lower case (not into a tail), or it is barred
             rest = marked(min(done + 1, MAX_WORD_RUN // 2)) if bare else then_anything(chars - done - 1)
-            return None if rest is None else "[a-z]" + (sep + rest if rest else "")
-        nexts = sorted({w[k] for w in exact + tuple(echoes) if len(w) > k and w.startswith(prefix)
-                        and (k or w[0] not in _FIRST_BARRED)})
+            into_tail = [] if not with_tails else sorted({t[0] for t in parsing.ECHO_TAILS}) if not in_tail else nexts
+            others = "".join(c for c in string.ascii_lowercase if c not in into_tail)
+            alternatives = [f"[{others}]" + (sep + rest if rest else "")] if rest is not None else []
+            for char in into_tail:  # in lower case only
+                child = nested((prefix if in_tail else TAIL) + char, spaced)
+                if child is not None:
+                    alternatives.append((f'"{char}"' if gbnf_syntax else char) + (sep + child if child else ""))
+            return alternation(alternatives) if alternatives else None
         complete = prefix in exact
 
         def goes_on(after_space: bool) -> list[str]:
@@ -218,8 +243,12 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
         body = alternation(alternatives)
         return body if k == 0 or complete or bare else body + "?"
 
+    bodies: dict[tuple, Optional[str]] = {}
+
     def nested(prefix: str, spaced: bool) -> Optional[str]:
-        body = node(prefix, spaced)
+        if (prefix, spaced) not in bodies:  # reached with and without a space: computed once
+            bodies[prefix, spaced] = node(prefix, spaced)
+        body = bodies[prefix, spaced]
         if not body or not gbnf_syntax:
             return body
         if body not in named:  # a node like one already written shares its rule
@@ -242,6 +271,7 @@ def _banned(shape: OutputShape) -> str:
     return _INSIDE if shape.kind == "message" else r"\n\[\]［］"
 
 
+@functools.lru_cache(maxsize=64)  # every call's request and record carry it: built once per shape
 def gbnf(shape: OutputShape, max_tokens: int) -> str:
     """llama.cpp's GBNF for the shape (bounded repetitions ``{m,n}``)."""
     line = shape.step_chars(max_tokens)
@@ -258,6 +288,7 @@ def gbnf(shape: OutputShape, max_tokens: int) -> str:
     return "\n".join([f"root ::= {' '.join(steps + [last])}", *rules])
 
 
+@functools.lru_cache(maxsize=64)
 def regex(shape: OutputShape, max_tokens: int) -> str:
     """The same shape as a regular expression (vLLM's guided decoding)."""
     line = shape.step_chars(max_tokens)

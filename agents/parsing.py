@@ -41,7 +41,8 @@ NOT_MESSAGES = {
 # Message in Chinese", "Your Name", "You Want To Send": tests/data/message_echoes.json). A message is
 # an echo when it opens with one of these, in any case, its words apart (one space) or run
 # together, and the last word ends there ("My messages…" is not one; "Message." and "MessageYou…"
-# are). agents/grammars.py bars the same.
+# are), or runs on in lower case into one of ECHO_TAILS that ends there. agents/grammars.py bars
+# the same.
 ECHO_OPENINGS = tuple(
     [" ".join(filter(None, (article, which, noun)))
      for article in ("", "the", "a", "this", "your", "my", "our", "sent")
@@ -50,6 +51,11 @@ ECHO_OPENINGS = tuple(
     + ["your text", "placeholder", "a placeholder", "the placeholder"]
     + [f"{who} {want} {verb}" for who in ("you", "i", "we") for want in ("want to", "wanna")
        for verb in ("send", "share", "add")])
+# What, run on in lower case after an opening, still makes it an echo ("The messageyouwanttosend",
+# "YourMessageyouwanttosend2x5": SmolLM2 under the grammar that barred the openings alone).
+ECHO_TAILS = tuple(sorted({f"{who}{want}{verb}" for who in ("you", "i", "we")
+                           for want in ("wantto", "wanna", "want", "wouldliketo") for verb in ("send", "share", "add")}
+                          | {"here", "tosend", "toshare", "toadd"}))
 # Chinese: what the chat's messages must hold when they must be Chinese (a Han ideograph).
 HAN = "\u4e00-\u9fff"  # as characters: a class's content for Python's regex and GBNF alike
 _HAN = re.compile(f"[{HAN}]")
@@ -92,12 +98,14 @@ _ECHOED_ALTERNATIVES = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:or|/|\|
 _BOTH_LETTERS = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:and|&|\+|,|和|与|跟)\s*[\[【(（{]?\s*[AB]\b", re.IGNORECASE)
 
 
-_ECHO = re.compile("|".join("(?i:" + " ?".join(map(re.escape, opening.split())) + ")(?![a-z])"
-                            for opening in ECHO_OPENINGS))
+_ECHO = re.compile("(?:" + "|".join("(?i:" + " ?".join(map(re.escape, opening.split())) + ")"
+                                    for opening in ECHO_OPENINGS)
+                   + ")(?:(?i:" + "|".join(ECHO_TAILS) + "))?(?![a-z])")
 # The placeholder further in ("This is the message you want to send"): the parser refuses it
 # anywhere; the grammar, which would have to grow by a copy of it at every character, does not.
 _PLACEHOLDER_WITHIN = re.compile(r"\b(?:message|msg)s? (?:that |which )?(?:i|you|we) (?:want|wanna|would like)"
-                                 r"(?: to)? (?:send|share|add)\b|\bplaceholder\b", re.IGNORECASE)
+                                 r"(?: to)? (?:send|share|add)\b|\bplaceholder\b|\bsend (?:the |a |your )?"
+                                 r"(?:first |second )?message\b|\bmessage in (?:english|chinese)\b", re.IGNORECASE)
 
 
 def is_echo(message: str) -> bool:

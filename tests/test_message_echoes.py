@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from agents import grammars
+from agents import grammars, parsing
 from agents.agent import PersonaAgent
 from agents.config import ModelConfig
 from agents.models import build_model
 from agents.parsing import grammar_message, is_echo, parse_message
 from agents.simulated import MESSAGES
 from lab import session_settings
+from tests.gbnf_matcher import matches as gbnf_matches
 
 TABLE = json.loads((Path(__file__).parent / "data" / "message_echoes.json").read_text(encoding="utf-8"))
 # Good messages: the simulated model's (zh and en), and ones that open like an echo and are not.
@@ -31,6 +32,8 @@ GOOD = sorted({m for options in MESSAGES.values() for m in options} | {
     "A/A?", "B is a trap, let's do A", "Your first choice should be A", "The next round? A again",
     "Sent you my word: A", "This time A, promise", "我们都选A吧", "你想选什么？我选A", "上一轮对方选了B，这次我们合作吧"})
 MESSAGE_SHAPES = [grammars.OutputShape("message", steps) for steps in (4, 0)]
+# An echo's opening run on in lower case into a tail ("The messageyouwanttosend").
+TAILED = re.compile(r"(?i:[a-z ]*?(?:message|msg|name|text|placeholder))(?:" + "|".join(parsing.ECHO_TAILS) + ")")
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,7 +42,16 @@ def compiled_grammar(shape: grammars.OutputShape, max_tokens: int) -> re.Pattern
 
 
 def allowed_by_grammar(message: str, shape: grammars.OutputShape, max_tokens: int = 128) -> bool:
-    """The server's grammar (its regular-expression form: the same builder writes the GBNF)."""
+    """The grammar llama.cpp gets (GBNF; tests/gbnf_matcher.py) lets the message through; its
+    regular-expression form (vLLM's) lets through all that and the echoes' tails (agents/grammars.py)."""
+    reply = ("STEP 1: a\nSTEP 2: b\nSTEP 3: c\nSTEP 4: " if shape.steps else "Hi ") + f"<{message}>"
+    by_gbnf = gbnf_matches(grammars.gbnf(shape, max_tokens), reply)
+    by_regex = compiled_grammar(shape, max_tokens).fullmatch(reply) is not None
+    assert by_regex or not by_gbnf, message
+    return by_gbnf
+
+
+def allowed_by_regex(message: str, shape: grammars.OutputShape, max_tokens: int = 128) -> bool:
     reply = ("STEP 1: a\nSTEP 2: b\nSTEP 3: c\nSTEP 4: " if shape.steps else "Hi ") + f"<{message}>"
     return compiled_grammar(shape, max_tokens).fullmatch(reply) is not None
 
@@ -58,6 +70,8 @@ def test_a_real_echo_is_refused_by_the_grammar_and_the_parser(row):
     assert grammar_message(f"STEP 4: <{message}>") is None
     for shape in MESSAGE_SHAPES:
         assert not allowed_by_grammar(message, shape), (message, shape)
+        if not TAILED.match(message):  # vLLM's form bars the openings, not their tails
+            assert not allowed_by_regex(message, shape), (message, shape)
 
 
 @pytest.mark.parametrize("row", TABLE["echoes_within"], ids=lambda row: row["message"][:40])
