@@ -84,10 +84,9 @@ _FIRST = _MESSAGE + r" \t\"'/!|"
 # agent alike); the grammar allows every message but these, in any case.
 NOT_MESSAGES = tuple(sorted(parsing.NOT_MESSAGES))
 # The prompt's format echoed (parsing.ECHO_OPENINGS), by their words: nothing may open with one,
-# in any case, its words apart (one space) or run together, unless its last word goes on in
-# lower case ("Messages are…"). NOT_MESSAGES' words that open with an echo are barred with it.
+# in any case, its words apart (one space) or run together, unless its last word goes on as a
+# plural or past ("Messages are…"). NOT_MESSAGES' words that open with an echo are barred with it.
 ECHOES = tuple(tuple(opening.split()) for opening in parsing.ECHO_OPENINGS)
-TAIL = "\x00"  # marks the trie's nodes inside a tail (parsing.ECHO_TAILS) that follows an echo
 # After a complete word of NOT_MESSAGES: nothing the parser strips from a message's end (ASCII
 # only: multi-byte characters in a class left llama-cpp-python 0.3.36 no token to choose).
 _STRIPPED_AT_END = r". \"'*_`"
@@ -119,14 +118,14 @@ def _bare(text: str) -> bool:
 def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
     """The message inside the brackets: 1 to ``chars`` characters, none of ``NOT_MESSAGES`` (in
     any case, with or without a final "." or quote), nothing opening with one of ``ECHOES`` (in
-    any case, a space or none between its words, unless its last word goes on in lower case),
+    any case, a space or none between its words, unless its last word goes on as a plural or past),
     and not a bare word (``_WORD`` characters only; see ``MAX_WORD_RUN``). As (expression, extra
     GBNF rules): a trie of those words, keyed by what was matched without the spaces; a node
     having matched a prefix of one is left by ending (not where a word is complete, nor on a bare
     word), by a character no word continues with (then anything, or, while the message is a bare
     word, anything with a mark in it), by a word's next character, or where an echo's word ends,
-    by a space and then any of those; a complete echo, only by a lower-case letter (which may run
-    into one of ``parsing.ECHO_TAILS``, itself an echo). Inside the
+    by a space and then any of those; a complete echo, only by the "s" or "d" of a plural or a
+    past (``parsing.ECHO_WORD_ENDINGS``). Inside the
     trie the rest of the message is bounded as if the deepest node had been reached, so that
     nodes alike share one GBNF rule (the echoes' articles share what follows them)."""
     echoes = {"".join(words) for words in ECHOES}
@@ -139,16 +138,6 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
     for words in ECHOES:
         spaces.update(itertools.accumulate(words[:-1]))
     deepest = max(len(w) for w in exact + tuple(echoes)) + max(len(words) - 1 for words in ECHOES)
-    # After a complete echo, the tails (parsing.ECHO_TAILS) are one sub-trie all echoes share, its
-    # nodes keyed TAIL + what of a tail was matched; in GBNF only (a regular expression has no
-    # rules to share: a copy of the tails after every echo made vLLM's 6 MB; the parser refuses
-    # those echoes all the same), and where the bounds can be the deepest node's.
-    with_tails = gbnf_syntax and chars >= 2 * (deepest + max(map(len, parsing.ECHO_TAILS)))
-    if with_tails:
-        deepest += max(map(len, parsing.ECHO_TAILS))
-        for tail in parsing.ECHO_TAILS:
-            for k in range(len(tail)):
-                by_prefix.setdefault(TAIL + tail[:k], []).append(tail[k])
     rules: list[str] = []
     named: dict[str, str] = {}  # rule body -> its name
     sep = " " if gbnf_syntax else ""
@@ -201,22 +190,13 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
         # go: as deep as the deepest node, unless the messages are too short to spare that.
         spaces_taken = sum(1 for start in spaces if len(start) < k and prefix.startswith(start))
         done = 0 if k == 0 else deepest if chars >= 2 * deepest else k + spaces_taken
-        bare = _bare(prefix.removeprefix(TAIL)) and not spaced  # (the echoes are words: a tail's too)
-        in_tail = prefix.startswith(TAIL)
-        complete_echo = prefix in echoes or (in_tail and prefix[len(TAIL):] in parsing.ECHO_TAILS)
+        bare = _bare(prefix) and not spaced
         if done + 1 > chars or (prefix in exact and done + 2 > chars):  # no room to go on
-            return "" if k and not complete_echo and prefix not in exact and not bare else None
+            return "" if k and prefix not in echoes and prefix not in exact and not bare else None
         nexts = sorted({c for c in by_prefix.get(prefix, ()) if k or c not in _FIRST_BARRED})
-        if complete_echo:  # its last word goes on in lower case (not into a tail), or it is barred
+        if prefix in echoes:  # its last word goes on as a plural or a past ("messages"), or it is barred
             rest = marked(min(done + 1, MAX_WORD_RUN // 2)) if bare else then_anything(chars - done - 1)
-            into_tail = [] if not with_tails else sorted({t[0] for t in parsing.ECHO_TAILS}) if not in_tail else nexts
-            others = "".join(c for c in string.ascii_lowercase if c not in into_tail)
-            alternatives = [f"[{others}]" + (sep + rest if rest else "")] if rest is not None else []
-            for char in into_tail:  # in lower case only
-                child = nested((prefix if in_tail else TAIL) + char, spaced)
-                if child is not None:
-                    alternatives.append((f'"{char}"' if gbnf_syntax else char) + (sep + child if child else ""))
-            return alternation(alternatives) if alternatives else None
+            return None if rest is None else f"[{parsing.ECHO_WORD_ENDINGS}]" + (sep + rest if rest else "")
         complete = prefix in exact
 
         def goes_on(after_space: bool) -> list[str]:

@@ -40,9 +40,9 @@ NOT_MESSAGES = {
 # spelling ("The message I want to send", "The MessageYouWannaSend", "Your first message", "Sent
 # Message in Chinese", "Your Name", "You Want To Send": tests/data/message_echoes.json). A message is
 # an echo when it opens with one of these, in any case, its words apart (one space) or run
-# together, and the last word ends there ("My messages…" is not one; "Message." and "MessageYou…"
-# are), or runs on in lower case into one of ECHO_TAILS that ends there. agents/grammars.py bars
-# the same.
+# together, unless its last word goes on as a plural or past ("My messages…", "placeholders"):
+# "Message.", "MessageYou…" and "messageyouwanttosendgofor…" are echoes (barred from ending or
+# spacing after the opening, SmolLM2 ran it on in lower case). agents/grammars.py bars the same.
 ECHO_OPENINGS = tuple(
     [" ".join(filter(None, (article, which, noun)))
      for article in ("", "the", "a", "this", "your", "my", "our", "sent")
@@ -51,11 +51,7 @@ ECHO_OPENINGS = tuple(
     + ["your text", "placeholder", "a placeholder", "the placeholder"]
     + [f"{who} {want} {verb}" for who in ("you", "i", "we") for want in ("want to", "wanna")
        for verb in ("send", "share", "add")])
-# What, run on in lower case after an opening, still makes it an echo ("The messageyouwanttosend",
-# "YourMessageyouwanttosend2x5": SmolLM2 under the grammar that barred the openings alone).
-ECHO_TAILS = tuple(sorted({f"{who}{want}{verb}" for who in ("you", "i", "we")
-                           for want in ("wantto", "wanna", "want", "wouldliketo") for verb in ("send", "share", "add")}
-                          | {"here", "tosend", "toshare", "toadd"}))
+ECHO_WORD_ENDINGS = "sd"  # what the last word of an opening may go on with: a plural, a past
 # Chinese: what the chat's messages must hold when they must be Chinese (a Han ideograph).
 HAN = "\u4e00-\u9fff"  # as characters: a class's content for Python's regex and GBNF alike
 _HAN = re.compile(f"[{HAN}]")
@@ -99,20 +95,22 @@ _BOTH_LETTERS = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:and|&|\+|,|和
 
 
 _ECHO = re.compile("(?:" + "|".join("(?i:" + " ?".join(map(re.escape, opening.split())) + ")"
-                                    for opening in ECHO_OPENINGS)
-                   + ")(?:(?i:" + "|".join(ECHO_TAILS) + "))?(?![a-z])")
-# The placeholder further in ("This is the message you want to send"): the parser refuses it
-# anywhere; the grammar, which would have to grow by a copy of it at every character, does not.
-_PLACEHOLDER_WITHIN = re.compile(r"\b(?:message|msg)s? (?:that |which )?(?:i|you|we) (?:want|wanna|would like)"
-                                 r"(?: to)? (?:send|share|add)\b|\bplaceholder\b|\bsend (?:the |a |your )?"
-                                 r"(?:first |second )?message\b|\bmessage in (?:english|chinese)\b", re.IGNORECASE)
+                                    for opening in ECHO_OPENINGS) + f")(?![{ECHO_WORD_ENDINGS}])")
+# The placeholder or the format's sentence further in ("This is the message you want to send",
+# "insert message here", "You can send the message in English here"), read in the message's
+# letters alone (runs on of words and spellings alike): the parser refuses it anywhere; the
+# grammar, which would have to grow by a copy of it at every character, does not.
+_PLACEHOLDER_WITHIN = re.compile(r"(?:message|msg)(?:that|which)?(?:i|you|we)(?:want|wanna|wouldlike)(?:to)?"
+                                 r"(?:send|share|add)|placeholder|send(?:the|a|your)?(?:first|second)?message"
+                                 r"|message(?:here|inenglish|inchinese)")
 
 
 def is_echo(message: str) -> bool:
     """The message echoes the prompt's format or its placeholder: it opens with one of
     ``ECHO_OPENINGS``, or holds the placeholder's words further in."""
     message = " ".join(message.split()).strip(_QUOTES)
-    return _ECHO.match(message) is not None or _PLACEHOLDER_WITHIN.search(message) is not None
+    letters = "".join(c for c in message.lower() if "a" <= c <= "z")
+    return _ECHO.match(message) is not None or _PLACEHOLDER_WITHIN.search(letters) is not None
 
 
 def has_han(message: str) -> bool:

@@ -58,8 +58,9 @@ PARTICIPANT_MESSAGES = {
            "I got burned last round, you first.", "OK, A together.", "Not sure yet, what will you do?",
            "A is best for both of us.", "Deal, I choose A."],
 }
-# Looser than the parser's echo rule: what a reader would still call the prompt's format echoed.
-ECHO_LIKE = re.compile(r"\bmessages?\b.*\b(send|want|add|share)\b|\byour (name|message)\b|placeholder", re.I)
+# Looser than the parser's echo rule, read in a message's letters alone (SmolLM2 runs words on):
+# what a reader would still call the prompt's format echoed.
+ECHO_LIKE = re.compile(r"(message|msg)(you|i|we|here|text|in|to|s?$)|placeholder|yourname|wanttosend|wannasend")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -183,7 +184,7 @@ def run_language(args, python: str, binary, workdir: Path, language: str) -> dic
         language=language, agents=agents, verdict=capacity.verdict, turns=len(turns), calls=len(calls),
         settled=sum(t.status != "fallback" for _, t in turns) / max(1, len(turns)),
         delivered=len(delivered) / max(1, len(messages)),
-        echoes=sum(1 for text in delivered if is_echo(text) or ECHO_LIKE.search(text)),
+        echoes=sum(1 for text in delivered if is_echo(text) or ECHO_LIKE.search(re.sub("[^a-z]", "", text.lower()))),
         chinese=(sum(1 for text in delivered if has_han(text)) / max(1, len(delivered))) if language == "zh" else None,
         abandoned=abandoned / server_seconds if server_seconds else 0.0, abandoned_seconds=abandoned,
         server_seconds=server_seconds, server_cpu=cpu, wall=wall, per_stage=per_stage,

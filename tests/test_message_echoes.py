@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agents import grammars, parsing
+from agents import grammars
 from agents.agent import PersonaAgent
 from agents.config import ModelConfig
 from agents.models import build_model
@@ -32,8 +32,6 @@ GOOD = sorted({m for options in MESSAGES.values() for m in options} | {
     "A/A?", "B is a trap, let's do A", "Your first choice should be A", "The next round? A again",
     "Sent you my word: A", "This time A, promise", "我们都选A吧", "你想选什么？我选A", "上一轮对方选了B，这次我们合作吧"})
 MESSAGE_SHAPES = [grammars.OutputShape("message", steps) for steps in (4, 0)]
-# An echo's opening run on in lower case into a tail ("The messageyouwanttosend").
-TAILED = re.compile(r"(?i:[a-z ]*?(?:message|msg|name|text|placeholder))(?:" + "|".join(parsing.ECHO_TAILS) + ")")
 
 
 @functools.lru_cache(maxsize=None)
@@ -43,11 +41,10 @@ def compiled_grammar(shape: grammars.OutputShape, max_tokens: int) -> re.Pattern
 
 def allowed_by_grammar(message: str, shape: grammars.OutputShape, max_tokens: int = 128) -> bool:
     """The grammar llama.cpp gets (GBNF; tests/gbnf_matcher.py) lets the message through; its
-    regular-expression form (vLLM's) lets through all that and the echoes' tails (agents/grammars.py)."""
+    regular-expression form (vLLM's) lets through the same."""
     reply = ("STEP 1: a\nSTEP 2: b\nSTEP 3: c\nSTEP 4: " if shape.steps else "Hi ") + f"<{message}>"
     by_gbnf = gbnf_matches(grammars.gbnf(shape, max_tokens), reply)
-    by_regex = compiled_grammar(shape, max_tokens).fullmatch(reply) is not None
-    assert by_regex or not by_gbnf, message
+    assert by_gbnf == allowed_by_regex(message, shape, max_tokens), message
     return by_gbnf
 
 
@@ -70,8 +67,7 @@ def test_a_real_echo_is_refused_by_the_grammar_and_the_parser(row):
     assert grammar_message(f"STEP 4: <{message}>") is None
     for shape in MESSAGE_SHAPES:
         assert not allowed_by_grammar(message, shape), (message, shape)
-        if not TAILED.match(message):  # vLLM's form bars the openings, not their tails
-            assert not allowed_by_regex(message, shape), (message, shape)
+        assert not allowed_by_regex(message, shape), (message, shape)
 
 
 @pytest.mark.parametrize("row", TABLE["echoes_within"], ids=lambda row: row["message"][:40])
@@ -94,8 +90,11 @@ def test_an_echo_is_refused_in_any_case_and_spacing_and_a_word_that_goes_on_is_n
                  "YourFirst message", "your  name", "Message.", "msg!", "I wanna share", "A placeholder text"):
         assert is_echo(echo) or parse_message(f"<{echo}>") is None, echo
         assert not allowed_by_grammar(echo.replace("  ", " "), MESSAGE_SHAPES[1]), echo
-    for fine in ("Messages are fine", "Messaging you: A", "The messenger", "Your names?", "Mynameless plan"):
+    for fine in ("Messages are fine", "Messaging you: A", "The messenger", "Your names?", "My messaged plan"):
         assert not is_echo(fine) and allowed_by_grammar(fine, MESSAGE_SHAPES[1]), fine
+    # barred from ending or spacing after an opening, SmolLM2 ran it on in lower case: an echo still
+    for run_on in ("messageyouwanttosendgofor_thegame_re", "Your first messagetexthere", "Mynameless plan"):
+        assert is_echo(run_on) and not allowed_by_grammar(run_on, MESSAGE_SHAPES[1]), run_on
     # the placeholder further in (SmolLM2 under this grammar): the parser refuses it; the grammar,
     # which bars openings only, lets it through (agents/parsing.py)
     assert parse_message("STEP 4: <This is the message you want to send>") is None
