@@ -125,7 +125,7 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
     word), by a character no word continues with (then anything, or, while the message is a bare
     word, anything with a mark in it), by a word's next character, or where an echo's word ends,
     by a space and then any of those; a complete echo, only by the "s" or "d" of a plural or a
-    past (``parsing.ECHO_WORD_ENDINGS``). Inside the
+    past (``parsing.ECHO_WORD_ENDINGS``) that ends the word there. Inside the
     trie the rest of the message is bounded as if the deepest node had been reached, so that
     nodes alike share one GBNF rule (the echoes' articles share what follows them)."""
     echoes = {"".join(words) for words in ECHOES}
@@ -194,9 +194,11 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
         if done + 1 > chars or (prefix in exact and done + 2 > chars):  # no room to go on
             return "" if k and prefix not in echoes and prefix not in exact and not bare else None
         nexts = sorted({c for c in by_prefix.get(prefix, ()) if k or c not in _FIRST_BARRED})
-        if prefix in echoes:  # its last word goes on as a plural or a past ("messages"), or it is barred
-            rest = marked(min(done + 1, MAX_WORD_RUN // 2)) if bare else then_anything(chars - done - 1)
-            return None if rest is None else f"[{parsing.ECHO_WORD_ENDINGS}]" + (sep + rest if rest else "")
+        if prefix in echoes:  # its last word ends as a plural or a past ("messages!"), or it is barred
+            if done + 1 == chars:
+                return None if bare else f"[{parsing.ECHO_WORD_ENDINGS}]"
+            after = cls(_MESSAGE + (_WORD if bare else "A-Za-z")) + then_anything(chars - done - 2)
+            return f"[{parsing.ECHO_WORD_ENDINGS}]" + sep + f"({sep}{after}{sep})" + ("" if bare else "?")
         complete = prefix in exact
 
         def goes_on(after_space: bool) -> list[str]:

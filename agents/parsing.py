@@ -40,9 +40,10 @@ NOT_MESSAGES = {
 # spelling ("The message I want to send", "The MessageYouWannaSend", "Your first message", "Sent
 # Message in Chinese", "Your Name", "You Want To Send": tests/data/message_echoes.json). A message is
 # an echo when it opens with one of these, in any case, its words apart (one space) or run
-# together, unless its last word goes on as a plural or past ("My messages…", "placeholders"):
-# "Message.", "MessageYou…" and "messageyouwanttosendgofor…" are echoes (barred from ending or
-# spacing after the opening, SmolLM2 ran it on in lower case). agents/grammars.py bars the same.
+# together, unless its last word is a plural or past ("My messages…", "placeholders!"):
+# "Message.", "MessageYou…", "messageyouwanttosendgofor…" and "messagesend…" are echoes (barred
+# from ending or spacing after the opening, SmolLM2 ran it on in lower case, then on after an
+# "s"). agents/grammars.py bars the same.
 ECHO_OPENINGS = tuple(
     [" ".join(filter(None, (article, which, noun)))
      for article in ("", "the", "a", "this", "your", "my", "our", "sent")
@@ -51,7 +52,11 @@ ECHO_OPENINGS = tuple(
     + ["your text", "placeholder", "a placeholder", "the placeholder"]
     + [f"{who} {want} {verb}" for who in ("you", "i", "we") for want in ("want to", "wanna")
        for verb in ("send", "share", "add")])
-ECHO_WORD_ENDINGS = "sd"  # what the last word of an opening may go on with: a plural, a past
+ECHO_WORD_ENDINGS = "sd"  # what may end the last word of an opening: a plural, a past
+# The parser also refuses a message with "message" (not "messages", "messaged") in one of its first
+# words ("Your second first messagestring, …", "Got your message"): a message to the associate
+# is not about the message.
+ECHO_WITHIN_WORDS = 4
 # Chinese: what the chat's messages must hold when they must be Chinese (a Han ideograph).
 HAN = "\u4e00-\u9fff"  # as characters: a class's content for Python's regex and GBNF alike
 _HAN = re.compile(f"[{HAN}]")
@@ -95,14 +100,14 @@ _BOTH_LETTERS = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:and|&|\+|,|和
 
 
 _ECHO = re.compile("(?:" + "|".join("(?i:" + " ?".join(map(re.escape, opening.split())) + ")"
-                                    for opening in ECHO_OPENINGS) + f")(?![{ECHO_WORD_ENDINGS}])")
+                                    for opening in ECHO_OPENINGS) + f")(?![{ECHO_WORD_ENDINGS}](?:[^A-Za-z]|$))")
 # The placeholder or the format's sentence further in ("This is the message you want to send",
 # "insert message here", "You can send the message in English here"), read in the message's
 # letters alone (runs on of words and spellings alike): the parser refuses it anywhere; the
 # grammar, which would have to grow by a copy of it at every character, does not.
 _PLACEHOLDER_WITHIN = re.compile(r"(?:message|msg)(?:that|which)?(?:i|you|we)(?:want|wanna|wouldlike)(?:to)?"
                                  r"(?:send|share|add)|placeholder|send(?:the|a|your)?(?:first|second)?message"
-                                 r"|message(?:here|inenglish|inchinese)")
+                                 r"|message(?:here|inenglish|inchinese)|(?:you|i|we)(?:want|wanna)(?:to)?send")
 
 
 def is_echo(message: str) -> bool:
@@ -110,7 +115,9 @@ def is_echo(message: str) -> bool:
     ``ECHO_OPENINGS``, or holds the placeholder's words further in."""
     message = " ".join(message.split()).strip(_QUOTES)
     letters = "".join(c for c in message.lower() if "a" <= c <= "z")
-    return _ECHO.match(message) is not None or _PLACEHOLDER_WITHIN.search(letters) is not None
+    first_words = re.findall(r"[a-z]+", message.lower())[:ECHO_WITHIN_WORDS]
+    return (_ECHO.match(message) is not None or _PLACEHOLDER_WITHIN.search(letters) is not None
+            or any("message" in word and word not in ("messages", "messaged") for word in first_words))
 
 
 def has_han(message: str) -> bool:
