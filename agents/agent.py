@@ -28,8 +28,8 @@ import protocol
 
 from . import grammars, prompts
 from .models import CallOptions, call_charges, call_options, call_scope, redact
-from .parsing import (choice_problem, cut_message, grammar_message, is_refusal, message_problem, parse_choice,
-                      parse_message, split_reasoning)
+from .parsing import (choice_problem, cut_message, grammar_choice, grammar_message, has_han, is_refusal,
+                      message_problem, parse_choice, parse_message, split_reasoning)
 from .tokens import count_message_tokens
 from .types import CallRecord, CallStatus, ChatMessage, LanguageModel, TurnKind, TurnResult, TurnStatus
 
@@ -200,7 +200,7 @@ class PersonaAgent:
                 return self._finish(round_number, kind, started, calls, exchange, None, fitted.status)
             sent, trimmed = fitted
             shape = grammars.OutputShape("decision" if is_decision else "message", _steps_asked(prompt),
-                                         self.message_max_chars)
+                                         self.message_max_chars, chinese=self._writes_chinese() and not is_decision)
             record = await self._call(sent, round_number, kind, 1, model_deadline, trimmed,
                                       CallOptions(shape=shape))
             calls.append(record)
@@ -286,7 +286,11 @@ class PersonaAgent:
             return None
         if kind == TurnKind.DECISION.value:
             return choice_problem(reply)
-        return message_problem(reply, self.message_max_chars)
+        return message_problem(reply, self.message_max_chars, chinese=self._writes_chinese())
+
+    def _writes_chinese(self) -> bool:
+        """Its messages must be Chinese: it chats in Chinese and its model says so (llm_chinese_messages)."""
+        return self.language == "zh" and getattr(self.model.settings, "chinese_messages", False)
 
     def _reask_options(self, shape: grammars.OutputShape) -> CallOptions:
         settings = self.model.settings
@@ -312,7 +316,7 @@ class PersonaAgent:
             self._charged(record, charges)
             _journal(self.journal.finished, record)
             raise
-        status, parsed, flags, error = reply.status, None, [], reply.error
+        status, parsed, flags, error = reply.status, None, ["not_sent"] if reply.not_sent else [], reply.error
         shaped = _complete_under_grammar(self.model.settings, options, reply.text)
         if status == CallStatus.LENGTH.value and shaped:
             # The grammar's last character came with the last token allowed: the reply is whole.
@@ -322,12 +326,15 @@ class PersonaAgent:
         reasoning = "\n".join(part for part in (reply.reasoning, reasoning) if part) or None
         if status == CallStatus.OK.value:
             if kind == TurnKind.DECISION.value:
-                parsed = parse_choice(reply.text)
+                parsed = grammar_choice(reply.text) if shaped else parse_choice(reply.text)
             else:
                 parsed = parse_message(reply.text, max_chars=None) or (grammar_message(reply.text) if shaped else None)
                 if parsed is not None and len(parsed) > self.message_max_chars:
                     flags.append("message_too_long")
                     status = CallStatus.PARSE_ERROR.value  # re-asked for a shorter one
+                elif parsed is not None and options.shape is not None and options.shape.chinese \
+                        and not has_han(parsed):
+                    parsed, status = None, CallStatus.PARSE_ERROR.value  # the chat is in Chinese: re-asked
             if parsed is None:
                 status = CallStatus.REFUSAL.value if is_refusal(reply.text) else CallStatus.PARSE_ERROR.value
         if status != CallStatus.OK.value and reply.status in (CallStatus.OK.value, CallStatus.LENGTH.value):
@@ -366,6 +373,7 @@ class PersonaAgent:
                         "with_communication": self.with_communication, "memory": self.memory,
                         # llm_constrained_output as this call had it, and the grammar it carried
                         "constrained_output": "on" if grammar else "off", "grammar_format": grammar,
+                        "chinese_messages": self._writes_chinese(),
                         "grammar": grammars.describe(grammar, options.shape, settings.max_tokens)},
             prompt_version=prompts.prompt_version(),
             messages=[{"role": m.role, "content": m.content} for m in sent],
@@ -437,64 +445,3 @@ class PersonaAgent:
         agent.rounds = {int(number): dict(r) for number, r in state["rounds"].items()}
         agent.turns = [dict(t) for t in state["turns"]]
         return agent
-
-
-def probe_personas(model: LanguageModel, *, language: str = "zh", with_communication: bool = True,
-                   seconds: float = 60.0, concurrency: int = 1) -> list[dict[str, Any]]:
-    """One first turn per persona (message 1, or the decision without chat), as the lab would
-    ask it: what came back, what was parsed, status, latency and tokens, and the same for each
-    attempt (``attempts``: the first ask and the re-ask apart). For the agents page's "Test
-    model" button. At most ``concurrency`` personas at once (1: one after another, so a local
-    server answering one request at a time is not asked three at once); each persona's
-    ``seconds`` start when its turn begins. Runs on a private thread with its own loop; never raises."""
-    import threading
-
-    results: list[dict[str, Any]] = []
-
-    def attempt_row(call: CallRecord) -> dict[str, Any]:
-        latency = call.time_done - call.time_sent if call.time_done and call.time_sent else None
-        return dict(attempt=call.attempt, status=call.status, reply=call.raw_reply, parsed=call.parsed,
-                    error=call.error, latency=latency, input_tokens=call.input_tokens,
-                    output_tokens=call.output_tokens, temperature=call.parameters.get("temperature"),
-                    constrained_output=call.parameters.get("constrained_output"))
-
-    async def probe(persona: str) -> dict[str, Any]:
-        agent = PersonaAgent(f"test-{persona}", persona, model, language=language,
-                             with_communication=with_communication, seed=0)
-        deadline = time.monotonic() + seconds
-        if with_communication:
-            turn = await agent.message_1(1, deadline=deadline)
-        else:
-            turn = await agent.decide(1, deadline=deadline)
-        last = turn.calls[-1] if turn.calls else None
-        latency = None
-        if last is not None and last.time_done and turn.calls[0].time_sent:
-            latency = last.time_done - turn.calls[0].time_sent
-        return dict(persona=persona, status=turn.status, fallback_reason=turn.fallback_reason,
-                    reply=last.raw_reply if last else None, reasoning=last.reasoning if last else None,
-                    parsed=turn.text if with_communication else turn.choice,
-                    latency=latency, calls=len(turn.calls),
-                    input_tokens=sum(c.input_tokens or 0 for c in turn.calls),
-                    output_tokens=sum(c.output_tokens or 0 for c in turn.calls),
-                    error=last.error if last else None, flags=turn.flags,
-                    attempts=[attempt_row(call) for call in turn.calls])
-
-    async def probe_all() -> list[dict[str, Any]]:
-        slots = asyncio.Semaphore(max(1, concurrency))
-
-        async def in_turn(persona: str) -> dict[str, Any]:
-            async with slots:
-                return await probe(persona)
-
-        return list(await asyncio.gather(*(in_turn(persona) for persona in prompts.PERSONA_NAMES)))
-
-    def run() -> None:
-        try:
-            results.extend(asyncio.run(probe_all()))
-        except Exception as error:  # a turn never raises; this covers a broken model object
-            results.append(dict(persona="(all)", status="error", error=redact(f"{type(error).__name__}: {error}")))
-
-    worker = threading.Thread(target=run, name="agents-probe")
-    worker.start()
-    worker.join()
-    return results

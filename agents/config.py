@@ -74,6 +74,11 @@ class ModelConfig(BaseModel):
         "auto", description="the server's sampler told the paper's reply format (agents/grammars.py): on, off, or "
                             "auto = on for an openai_compatible server that takes a grammar (found by the model "
                             "check), off for the cloud providers and without a check")
+    chinese_messages: Literal["auto", "on", "off"] = Field(
+        "auto", description="agents chatting in Chinese (zh) must write Chinese messages: on (the grammar opens "
+                            "a message with a Han character, the parser wants one), off, or auto = on where the "
+                            "server takes the grammar (a local model: SmolLM2 wrote English echoes of the prompt "
+                            "in zh sessions)")
     grammar_format: Optional[Literal["gbnf", "structured_outputs", "guided_regex"]] = Field(
         None, description="how the server takes the grammar; None = found by the model check (on without it: gbnf)")
     simulated_latency: float = Field(0.0, ge=0, description="simulated: seconds each reply takes")
@@ -149,6 +154,10 @@ class ModelConfig(BaseModel):
         variable, address = SDK_BASE_URLS[self.provider]
         return os.environ.get(variable) or address
 
+    def requires_chinese(self) -> bool:
+        """Whether an agent chatting in Chinese must write Chinese messages (``chinese_messages``)."""
+        return self.chinese_messages == "on" or (self.chinese_messages == "auto" and self.grammar() is not None)
+
     def api_key(self) -> Optional[str]:
         """The key from the environment, read at client creation only; never stored or logged."""
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -218,7 +227,7 @@ def session_config_defaults() -> dict[str, Any]:
     """Flat ``llm_*`` keys for oTree's SESSION_CONFIG_DEFAULTS ("" = not set / default)."""
     keys = ("provider", "model", "temperature", "max_tokens", "seed", "base_url", "api_key_env",
             "request_timeout", "max_retries", "concurrency", "requests_per_minute", "memory", "context_window",
-            "check_model", "constrained_output")
+            "check_model", "constrained_output", "chinese_messages")
     defaults = ModelConfig()
     out = {}
     for key in keys:

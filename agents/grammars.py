@@ -16,7 +16,9 @@ max_tokens) characters.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
 import json
 import re
 import string
@@ -51,6 +53,7 @@ class OutputShape:
     kind: str
     steps: int
     message_chars: int = protocol.MESSAGE_MAX_CHARS
+    chinese: bool = False  # the message opens with a Han character (a zh agent's llm_chinese_messages)
 
     def step_chars(self, max_tokens: int) -> int:
         share = REASONING_CHARS_PER_TOKEN * max_tokens // (2 * max(1, self.steps or 1))
@@ -80,7 +83,10 @@ _FIRST = _MESSAGE + r" \t\"'/!|"
 # models write them (under the grammar SmolLM2 ended whole rounds in "<message>" and "<br>", every
 # agent alike); the grammar allows every message but these, in any case.
 NOT_MESSAGES = tuple(sorted(parsing.NOT_MESSAGES))
-PLACEHOLDER = "The message you want to send"
+# The prompt's format echoed (parsing.ECHO_OPENINGS), by their words: nothing may open with one,
+# in any case, its words apart (one space) or run together, unless its last word goes on as a
+# plural or past ("Messages are…"). NOT_MESSAGES' words that open with an echo are barred with it.
+ECHOES = tuple(tuple(opening.split()) for opening in parsing.ECHO_OPENINGS)
 # After a complete word of NOT_MESSAGES: nothing the parser strips from a message's end (ASCII
 # only: multi-byte characters in a class left llama-cpp-python 0.3.36 no token to choose).
 _STRIPPED_AT_END = r". \"'*_`"
@@ -111,13 +117,29 @@ def _bare(text: str) -> bool:
 
 def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
     """The message inside the brackets: 1 to ``chars`` characters, none of ``NOT_MESSAGES`` (in
-    any case, with or without a final "." or quote), nothing beginning with ``PLACEHOLDER``, and
-    not a bare word (``_WORD`` characters only; see ``MAX_WORD_RUN``). As (expression, extra GBNF
-    rules): a trie of those words, a node having matched a prefix of one and leaving it by ending
-    (not where a word is complete, nor on a bare word), by a character no word continues with
-    (then anything, or, while the message is a bare word, anything with a mark in it), or by a
-    word's next character."""
+    any case, with or without a final "." or quote), nothing opening with one of ``ECHOES`` (in
+    any case, a space or none between its words, unless its last word goes on as a plural or past),
+    and not a bare word (``_WORD`` characters only; see ``MAX_WORD_RUN``). As (expression, extra
+    GBNF rules): a trie of those words, keyed by what was matched without the spaces; a node
+    having matched a prefix of one is left by ending (not where a word is complete, nor on a bare
+    word), by a character no word continues with (then anything, or, while the message is a bare
+    word, anything with a mark in it), by a word's next character, or where an echo's word ends,
+    by a space and then any of those; a complete echo, only by the "s" or "d" of a plural or a
+    past (``parsing.ECHO_WORD_ENDINGS``) that ends the word there. Inside the
+    trie the rest of the message is bounded as if the deepest node had been reached, so that
+    nodes alike share one GBNF rule (the echoes' articles share what follows them)."""
+    echoes = {"".join(words) for words in ECHOES}
+    exact = tuple(w for w in NOT_MESSAGES if not parsing.is_echo(w))
+    by_prefix: dict[str, list[str]] = {}  # prefix -> the next characters of the words it begins
+    for word in exact + tuple(sorted(echoes)):
+        for k in range(len(word)):
+            by_prefix.setdefault(word[:k], []).append(word[k])
+    spaces: set[str] = set()  # the prefixes after which an echo's next word may follow a space
+    for words in ECHOES:
+        spaces.update(itertools.accumulate(words[:-1]))
+    deepest = max(len(w) for w in exact + tuple(echoes)) + max(len(words) - 1 for words in ECHOES)
     rules: list[str] = []
+    named: dict[str, str] = {}  # rule body -> its name
     sep = " " if gbnf_syntax else ""
     marked_rules: dict[int, str] = {}  # GBNF rules of marked(done), by done
 
@@ -137,17 +159,16 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
 
     def marked(done: int) -> Optional[str]:
         """The rest of a message whose first ``done`` characters are word characters: a mark
-        within the next MAX_WORD_RUN - done characters, then anything; None if no room."""
-        if done >= min(chars, MAX_WORD_RUN):
+        within its first MAX_WORD_RUN characters, then anything, bounded as if the word characters
+        before the mark had taken all their room; None if there is none."""
+        words = min(chars, MAX_WORD_RUN) - done - 1
+        if words < 0:
             return None
-        alternatives = [cls(_MESSAGE + _WORD) + then_anything(chars - done - 1)]
-        further = marked(done + 1)
-        if further is not None:
-            alternatives.append(f"[{_WORD}]" + sep + further)
+        rest = f"[{_WORD}]{{0,{words}}}" + sep + cls(_MESSAGE + _WORD) + then_anything(chars - done - words - 1)
         if not gbnf_syntax:
-            return alternation(alternatives)
+            return f"(?:{rest})"
         if done not in marked_rules:
-            marked_rules[done] = f"marked{done} ::= {alternation(alternatives)}"
+            marked_rules[done] = f"marked{done} ::= {rest}"
         return f"marked{done}"
 
     def leave(excluded: str, done: int, bare: bool) -> list[str]:
@@ -156,52 +177,83 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
             return [cls(excluded) + then_anything(chars - done)]
         alternatives = [cls(excluded + _WORD) + then_anything(chars - done)]
         word_chars = "".join(c for c in _WORD_CHARS if c not in _characters(excluded))
-        rest = marked(done)
+        rest = marked(min(done, MAX_WORD_RUN // 2))
         if word_chars and rest is not None:
             alternatives.append(f"[{word_chars}]" + sep + rest)
         return alternatives
 
-    def node(prefix: str) -> str:
+    def node(prefix: str, spaced: bool) -> Optional[str]:
+        """The rule of a node (``spaced``: a space was taken on the way, so the message is no
+        bare word): "" where the message can only end, None where it cannot pass."""
         k = len(prefix)
-        nexts = sorted({w[k] for w in NOT_MESSAGES if len(w) > k and w.startswith(prefix)
-                        and (k or w[0] not in _FIRST_BARRED)})
-        complete = prefix in NOT_MESSAGES
-        bare = _bare(prefix)
-        excluded = (_FIRST if k == 0 else _MESSAGE) + (_STRIPPED_AT_END if complete else "")
-        excluded += "".join(c.lower() + c.upper() if c.isalpha() else c for c in nexts)
-        alternatives = leave(excluded, k + 1, bare)
-        rest = chars - k - 1
-        if complete and rest >= 1:  # "message. Hi": a stripped character, then more than that,
+        # How far into the message the node may be (its spaces included), as far as the bounds
+        # go: as deep as the deepest node, unless the messages are too short to spare that.
+        spaces_taken = sum(1 for start in spaces if len(start) < k and prefix.startswith(start))
+        done = 0 if k == 0 else deepest if chars >= 2 * deepest else k + spaces_taken
+        bare = _bare(prefix) and not spaced
+        if done + 1 > chars or (prefix in exact and done + 2 > chars):  # no room to go on
+            return "" if k and prefix not in echoes and prefix not in exact and not bare else None
+        nexts = sorted({c for c in by_prefix.get(prefix, ()) if k or c not in _FIRST_BARRED})
+        if prefix in echoes:  # its last word ends as a plural or a past ("messages!"), or it is barred
+            if done + 1 == chars:
+                return None if bare else f"[{parsing.ECHO_WORD_ENDINGS}]"
+            after = cls(_MESSAGE + (_WORD if bare else "A-Za-z")) + then_anything(chars - done - 2)
+            return f"[{parsing.ECHO_WORD_ENDINGS}]" + sep + f"({sep}{after}{sep})" + ("" if bare else "?")
+        complete = prefix in exact
+
+        def goes_on(after_space: bool) -> list[str]:
+            found = []
+            for char in nexts:
+                child = nested(prefix + char, after_space)
+                if child is not None:
+                    found.append(literal(char) + (sep + child if child else ""))
+            return found
+
+        letters = "".join(c.lower() + c.upper() if c.isalpha() else c for c in nexts)
+        excluded = (_FIRST if k == 0 else _MESSAGE) + (_STRIPPED_AT_END if complete else "") + letters
+        alternatives = leave(excluded + (" " if prefix in spaces else ""), done + 1, bare)
+        if complete:  # "br. Hi": a stripped character, then more than that,
             # but not "/" ("<br />" read by its shape was delivered as the message "br /")
             stripped = _STRIPPED_AT_END.replace("_", "") if bare else _STRIPPED_AT_END
             alternatives.append(f"[{stripped}]" + sep + cls(_MESSAGE + _STRIPPED_AT_END + "/")
-                                + then_anything(rest - 1))
-        for char in nexts:
-            if k + 1 > chars or (k + 1 == chars and (prefix + char in NOT_MESSAGES or _bare(prefix + char))):
-                continue  # no room, or it would end on a word or a bare word
-            if prefix + char == PLACEHOLDER.lower():
-                continue  # nothing may begin with it: barred from ending there, SmolLM2 went on
-                # "<The message you want to send.1.1.2.3.4.5.6…" to the reply's limit
-            alternatives.append(literal(char) + ("" if k + 1 == chars else sep + nested(prefix + char)))
+                                + then_anything(chars - done - 2))
+        if prefix in spaces:  # after a space: the next word, anything else, or the end
+            space = '" "' if gbnf_syntax else " "
+            anything_else = cls(_MESSAGE + letters) + then_anything(chars - done - 2)
+            alternatives.append(space + sep + alternation(goes_on(True) + [anything_else]) + "?")
+        alternatives += goes_on(spaced)
         body = alternation(alternatives)
         return body if k == 0 or complete or bare else body + "?"
 
-    def nested(prefix: str) -> str:
-        if not gbnf_syntax:
-            return node(prefix)
-        name = f"message{len(rules) + 1}"
-        rules.append("")  # reserve the name before the children take theirs
-        index = len(rules) - 1
-        rules[index] = f"{name} ::= {node(prefix)}"
-        return name
+    bodies: dict[tuple, Optional[str]] = {}
 
-    return node(""), rules + [marked_rules[done] for done in sorted(marked_rules)]
+    def nested(prefix: str, spaced: bool) -> Optional[str]:
+        if (prefix, spaced) not in bodies:  # reached with and without a space: computed once
+            bodies[prefix, spaced] = node(prefix, spaced)
+        body = bodies[prefix, spaced]
+        if not body or not gbnf_syntax:
+            return body
+        if body not in named:  # a node like one already written shares its rule
+            named[body] = f"message{len(named) + 1}"
+            rules.append(f"{named[body]} ::= {body}")
+        return named[body]
+
+    return node("", False), rules + [marked_rules[done] for done in sorted(marked_rules)]
+
+
+def _chinese_message(chars: int, gbnf_syntax: bool) -> str:
+    """A message that opens with a Han character: the words the parser takes for no message, the
+    echoes and bare words (all ASCII) cannot be one. Measured with SmolLM2-135M in zh sessions:
+    docs/agents.md."""
+    rest = f"[^{_MESSAGE}]{{0,{chars - 1}}}" if chars > 1 else ""
+    return f"[{parsing.HAN}]" + (" " if gbnf_syntax and rest else "") + rest
 
 
 def _banned(shape: OutputShape) -> str:
     return _INSIDE if shape.kind == "message" else r"\n\[\]［］"
 
 
+@functools.lru_cache(maxsize=64)  # every call's request and record carry it: built once per shape
 def gbnf(shape: OutputShape, max_tokens: int) -> str:
     """llama.cpp's GBNF for the shape (bounded repetitions ``{m,n}``)."""
     line = shape.step_chars(max_tokens)
@@ -210,13 +262,15 @@ def gbnf(shape: OutputShape, max_tokens: int) -> str:
     steps = [f'"STEP {n}: " step "\\n"' for n in range(1, shape.steps)]
     if shape.kind == "message":
         last = (f'"STEP {shape.steps}: " ' if shape.steps else "") + 'lead "<" message ">"'
-        message, message_rules = _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=True)
+        message, message_rules = ((_chinese_message(shape.inside_chars(max_tokens), True), []) if shape.chinese
+                                  else _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=True))
         rules += [f'lead ::= [^{banned}]{{0,{line}}}', f"message ::= {message}", *message_rules]
     else:
         last = f'"STEP {shape.steps}: " step "\\n" "I DECIDE TO CHOOSE [" [AB] "]"'
     return "\n".join([f"root ::= {' '.join(steps + [last])}", *rules])
 
 
+@functools.lru_cache(maxsize=64)
 def regex(shape: OutputShape, max_tokens: int) -> str:
     """The same shape as a regular expression (vLLM's guided decoding)."""
     line = shape.step_chars(max_tokens)
@@ -224,7 +278,8 @@ def regex(shape: OutputShape, max_tokens: int) -> str:
     steps = "".join(f"STEP {n}: [^{banned}]{{1,{line}}}\\n" for n in range(1, shape.steps))
     if shape.kind == "message":
         head = f"STEP {shape.steps}: " if shape.steps else ""
-        message, _ = _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=False)
+        message = (_chinese_message(shape.inside_chars(max_tokens), False) if shape.chinese
+                   else _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=False)[0])
         return steps + head + f"[^{banned}]{{0,{line}}}<{message}>"
     return steps + f"STEP {shape.steps}: [^{banned}]{{1,{line}}}\\nI DECIDE TO CHOOSE \\[[AB]\\]"
 
@@ -258,5 +313,6 @@ def describe(grammar_format: Optional[str], shape: Optional[OutputShape], max_to
     if not grammar_format or shape is None:
         return ""
     fields = json.dumps(request_fields(grammar_format, shape, max_tokens), ensure_ascii=False, sort_keys=True)
-    return (f"{shape.kind} steps={shape.steps} chars={shape.inside_chars(max_tokens)} "
+    return (f"{shape.kind} steps={shape.steps} chars={shape.inside_chars(max_tokens)}"
+            f"{' chinese' if shape.chinese else ''} "
             f"sha256={hashlib.sha256(fields.encode()).hexdigest()[:12]}")

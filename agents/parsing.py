@@ -35,6 +35,31 @@ NOT_MESSAGES = {
     "br/",
     "/br",
 }
+# Echoes of the prompt's format ("put the message you want to send into <>, using the following
+# format: <The message you want to send>"): SmolLM2-135M wrote them as its message in every
+# spelling ("The message I want to send", "The MessageYouWannaSend", "Your first message", "Sent
+# Message in Chinese", "Your Name", "You Want To Send": tests/data/message_echoes.json). A message is
+# an echo when it opens with one of these, in any case, its words apart (one space) or run
+# together, unless its last word is a plural or past ("My messages…", "placeholders!"):
+# "Message.", "MessageYou…", "messageyouwanttosendgofor…" and "messagesend…" are echoes (barred
+# from ending or spacing after the opening, SmolLM2 ran it on in lower case, then on after an
+# "s"). agents/grammars.py bars the same.
+ECHO_OPENINGS = tuple(
+    [" ".join(filter(None, (article, which, noun)))
+     for article in ("", "the", "a", "this", "your", "my", "our", "sent")
+     for which in ("", "first", "second", "last", "next") for noun in ("message", "msg")]
+    + [f"{owner} {which}name".replace("  ", " ") for owner in ("your", "my") for which in ("", "first ")]
+    + ["your text", "placeholder", "a placeholder", "the placeholder"]
+    + [f"{who} {want} {verb}" for who in ("you", "i", "we") for want in ("want to", "wanna")
+       for verb in ("send", "share", "add")])
+ECHO_WORD_ENDINGS = "sd"  # what may end the last word of an opening: a plural, a past
+# The parser also refuses a message with "message" (not "messages", "messaged") in one of its first
+# words ("Your second first messagestring, …", "Got your message"): a message to the associate
+# is not about the message.
+ECHO_WITHIN_WORDS = 4
+# Chinese: what the chat's messages must hold when they must be Chinese (a Han ideograph).
+HAN = "\u4e00-\u9fff"  # as characters: a class's content for Python's regex and GBNF alike
+_HAN = re.compile(f"[{HAN}]")
 # Reasoning blocks of reasoning models (DeepSeek-R1, Qwen3, QwQ...) and their variants.
 _REASONING_BLOCK = re.compile(r"<(think|thinking|reasoning|reflection)>.*?(?:</\1>|$)", re.IGNORECASE | re.DOTALL)
 _REASONING_CLOSE = re.compile(r"</(?:think|thinking|reasoning|reflection)>", re.IGNORECASE)
@@ -72,6 +97,36 @@ _CHOICE_LETTER = re.compile(
 _ECHOED_ALTERNATIVES = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:or|/|\||或者?|还是)\s*[\[【(（{]?\s*[AB]\b",
                                   re.IGNORECASE)
 _BOTH_LETTERS = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:and|&|\+|,|和|与|跟)\s*[\[【(（{]?\s*[AB]\b", re.IGNORECASE)
+
+
+_ECHO = re.compile("(?:" + "|".join("(?i:" + " ?".join(map(re.escape, opening.split())) + ")"
+                                    for opening in ECHO_OPENINGS) + f")(?![{ECHO_WORD_ENDINGS}](?:[^A-Za-z]|$))")
+# The placeholder or the format's sentence further in ("This is the message you want to send",
+# "insert message here", "You can send the message in English here"), read in the message's
+# letters alone (runs on of words and spellings alike): the parser refuses it anywhere; the
+# grammar, which would have to grow by a copy of it at every character, does not.
+_PLACEHOLDER_WITHIN = re.compile(r"(?:message|msg)(?:that|which)?(?:i|you|we)(?:want|wanna|wouldlike)(?:to)?"
+                                 r"(?:send|share|add)|placeholder|send(?:the|a|your)?(?:first|second)?message"
+                                 r"|message(?:here|inenglish|inchinese)|(?:you|i|we)(?:want|wanna)(?:to)?send")
+
+
+def is_echo(message: str) -> bool:
+    """The message echoes the prompt's format or its placeholder: it opens with one of
+    ``ECHO_OPENINGS``, or holds the placeholder's words further in."""
+    message = " ".join(message.split()).strip(_QUOTES)
+    letters = "".join(c for c in message.lower() if "a" <= c <= "z")
+    first_words = re.findall(r"[a-z]+", message.lower())[:ECHO_WITHIN_WORDS]
+    return (_ECHO.match(message) is not None or _PLACEHOLDER_WITHIN.search(letters) is not None
+            or any("message" in word and word not in ("messages", "messaged") for word in first_words))
+
+
+def has_han(message: str) -> bool:
+    """The message holds Chinese (a Han ideograph)."""
+    return _HAN.search(message) is not None
+
+
+def _usable(candidate: str) -> bool:
+    return bool(candidate) and candidate.lower().rstrip(".") not in NOT_MESSAGES and not is_echo(candidate)
 
 
 def split_reasoning(reply: Optional[str]) -> tuple[str, Optional[str]]:
@@ -112,7 +167,7 @@ def parse_message(reply: Optional[str], max_chars: Optional[int] = protocol.MESS
     answer = strip_html(answer)
     for pattern in _MESSAGE_PATTERNS:
         candidates = [_clean_message(m.group(1)) for m in pattern.finditer(answer)]
-        candidates = [c for c in candidates if c and c.lower().rstrip(".") not in NOT_MESSAGES]
+        candidates = [c for c in candidates if _usable(c)]
         if candidates:
             return candidates[-1] if max_chars is None else cut_message(candidates[-1], max_chars)
     return None
@@ -125,14 +180,26 @@ def grammar_message(reply: Optional[str]) -> Optional[str]:
     """The message of a reply the server's grammar shaped (agents/grammars.py): the text of its
     one final ``<…>``, trimmed, even where ``parse_message`` would take it for markup. The grammar
     admits no markup there (no ``/``, ``!`` or ``=``, no brackets before it), so a bare ``<em>`` is
-    the model's message, not a tag; it is shown escaped, as every message. None when empty or a
-    placeholder."""
+    the model's message, not a tag; it is shown escaped, as every message. None when empty, a
+    placeholder or an echo."""
     answer, _ = split_reasoning(reply)
     found = _FINAL_BRACKETS.search(answer or "")
     if found is None:
         return None
     text = _clean_message(found.group(1))
-    return text if text and text.lower().rstrip(".") not in NOT_MESSAGES else None
+    return text if _usable(text) else None
+
+
+_FINAL_CHOICE = re.compile(r"I DECIDE TO CHOOSE \[([AB])\]\s*$")
+
+
+def grammar_choice(reply: Optional[str]) -> Optional[str]:
+    """The choice of a reply the server's grammar shaped (agents/grammars.py): the letter of its
+    forced last line ``I DECIDE TO CHOOSE [A]``, after which the grammar allows nothing. Its
+    reasoning lines are steps towards it, whatever letters they name ("STEP 2: I decide to
+    choose B …" then "I DECIDE TO CHOOSE [A]" is a choice of A, not a conflict)."""
+    found = _FINAL_CHOICE.search(reply or "")
+    return found.group(1) if found else None
 
 
 _SENTENCE_END = re.compile(r"[.!?。！？…~～]+[\"'”’」)]*\s*")
@@ -189,19 +256,24 @@ def parse_choice(reply: Optional[str]) -> Optional[str]:
     return chosen[0]
 
 
-def message_problem(reply: Optional[str], max_chars: int = protocol.MESSAGE_MAX_CHARS) -> str:
-    """What is wrong with a reply as a message turn, in a few words (the re-ask says it)."""
+def message_problem(reply: Optional[str], max_chars: int = protocol.MESSAGE_MAX_CHARS,
+                    chinese: bool = False) -> str:
+    """What is wrong with a reply as a message turn, in a few words (the re-ask says it).
+    ``chinese``: the message had to be Chinese."""
     answer, _ = split_reasoning(reply)
     if not answer:
         return "the reply was empty"
     found = parse_message(answer, max_chars=None)
     if found is not None and len(found) > max_chars:
         return f"the message inside <> has {len(found)} characters; the chat takes at most {max_chars}"
+    if found is not None and chinese and not has_han(found):
+        return "the message inside <> was not in Chinese; the chat is in Chinese"
     if found is None and is_refusal(answer):
         return "the reply refused the task instead of answering it"
     if not any(pattern.search(strip_html(answer)) for pattern in _MESSAGE_PATTERNS):
         return "it contained no message inside <>"
-    return "the text inside <> was empty, a placeholder or markup, not a message"
+    return ("the text inside <> was empty, markup, or the format's placeholder echoed (\"The message you want "
+            "to send\"), not a message to your associate")
 
 
 def choice_problem(reply: Optional[str]) -> str:

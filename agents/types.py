@@ -65,6 +65,8 @@ class ModelSettings:
     # How the server is told the reply's format (agents/grammars.py: gbnf, structured_outputs,
     # guided_regex), or None: unconstrained (llm_constrained_output off, or a cloud provider).
     grammar: Optional[str] = None
+    # Agents chatting in Chinese must write Chinese messages (ModelConfig.requires_chinese).
+    chinese_messages: bool = False
 
 
 @dataclass
@@ -159,6 +161,9 @@ class ModelReply:
     retry_after: Optional[float] = None  # seconds the provider asked to wait (429/503)
     retryable: Optional[bool] = None  # whether another attempt could succeed (None = by status)
     reasoning: Optional[str] = None  # a provider's separate reasoning field (e.g. reasoning_content)
+    # The server's own account of a call (llama-server: prompt_n, prompt_ms, predicted_n, predicted_ms).
+    timings: Optional[dict] = None
+    not_sent: bool = False  # a timeout before the request left: too little time for a call of its kind
 
 
 @runtime_checkable

@@ -16,6 +16,7 @@ from analysis.report import run
 EXIT_NO_INPUT = 2  # a path that does not exist or is no CSV, zip or folder, or no CSV at all: nothing was read
 EXIT_MIXED_PROTOCOLS = 2  # sessions of different protocols, not to be pooled without --allow-mixed-protocols
 EXIT_NOTHING_TO_ANALYSE = 1  # CSVs read, but no decisions or participants among them
+EXIT_AGENT_FALLBACKS = 3  # report written, but the lab agents' decisions were random fallbacks too often
 
 
 def polynomial_degree(text: str) -> int:
@@ -42,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         "Machine annotation of the report's blind template: python -m analysis annotate REPORT_DIR "
         "--provider P [--model M] (see --help there). Exit status: 0 report written; 1 no decisions or "
         "participants table among the CSVs; 2 a path does not exist, is no CSV, zip or folder, or holds no "
-        "CSV, or the sessions' protocols differ (without --allow-mixed-protocols)."))
+        "CSV, or the sessions' protocols differ (without --allow-mixed-protocols); 3 report written, but "
+        "more of the lab agents' decisions than --max-agent-fallback-share were random fallbacks."))
     parser.add_argument("exports", nargs="+", help="data packages as downloaded (lab_session_CODE.zip) or "
                         "unzipped, folders (read recursively, zips in them too) or CSV files: exports, filled "
                         "annotation files, the motives file")
@@ -55,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="pool sessions even when their manifests' protocols differ")
     parser.add_argument("--include-stand-ins", action="store_true",
                         help="keep online sessions' stand-in pair-rounds (left out by default: docs/online.md)")
+    parser.add_argument("--max-agent-fallback-share", type=float, default=0.2, metavar="SHARE",
+                        help="exit 3 when more of the lab agents' decisions than this were random fallbacks "
+                             "(they are never counted as the agents' behaviour; default 0.2)")
     args = parser.parse_args(argv)
     refusal = inputs.collect(args.exports).refusal()
     if refusal:
@@ -83,7 +88,22 @@ def main(argv: list[str] | None = None) -> int:
         print("error: none of the CSV files is a decisions or participants table of docs/DATA.md: nothing "
               "to analyse (the report lists what was read)", file=sys.stderr)
         return EXIT_NOTHING_TO_ANALYSE
+    too_many = agent_fallback_problem(analysis.agents, args.max_agent_fallback_share)
+    if too_many:
+        print(f"error: {too_many}", file=sys.stderr)
+        return EXIT_AGENT_FALLBACKS
     return 0
+
+
+def agent_fallback_problem(agents, max_share: float) -> str | None:
+    """A sentence when more of the lab agents' decisions than ``max_share`` were random fallbacks."""
+    from analysis.tidy import agent_fallbacks
+
+    fell, total = agent_fallbacks(agents)
+    if not total or fell / total <= max_share:
+        return None
+    return (f"{fell} of the lab agents' {total} decisions ({fell / total:.0%}) were random fallbacks, more than "
+            f"--max-agent-fallback-share {max_share:.0%}: the report counts only the {total - fell} their models made")
 
 
 if __name__ == "__main__":

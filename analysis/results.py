@@ -110,6 +110,12 @@ def cooperation_section(participants: pd.DataFrame, agents: pd.DataFrame, label_
     section.tables["cooperation_rates"] = pd.DataFrame(summary, columns=SUMMARY_COLUMNS)
     section.notes.append(RATE_INTERVAL_NOTE)
     for game in protocol.GAMES:
+        fell, total = tidy.agent_fallbacks(lab_agents, game)
+        if fell:
+            section.notes.append(f"Agents' cooperation in {game} counts only the decisions their model made: "
+                                 f"n = {total - fell}; {fell} of {total} ({fell / total:.0%}) were random fallbacks "
+                                 f"(no usable answer in time), left out.")
+    for game in protocol.GAMES:
         section.tables[f"participants_pairwise_{game}"] = pairwise_mann_whitney(
             humans, f"cooperation_rate_{game}", "treatment", treatments, section.notes if game == "WC" else [],
             "participants' cooperation", PAPER_LEADING_GROUPS["cooperation"])

@@ -20,32 +20,45 @@ from analysis.comparisons import MANN_WHITNEY_COLUMNS, PERSONA_ORDER, Section, p
 
 SIMULATION_TREATMENT = "A-A"
 AGENT_KEYS = ["model", "session_code", "matchup", "repeat", "agent_id"]
-SUMMARY_COLUMNS = ["agents", "decisions", "mean", "sd", "median", "ci_low", "ci_high"]
+SUMMARY_COLUMNS = ["agents", "decisions", "fallbacks", "mean", "sd", "median", "ci_low", "ci_high"]
+
+
+def fallback(decisions: pd.DataFrame) -> pd.Series:
+    """Decisions the model did not make: the random choice of a turn that fell back (flagged
+    ``timed_out``, as a late human's), never the agent's behaviour."""
+    if "timed_out" not in decisions:
+        return pd.Series(False, index=decisions.index)
+    return decisions["timed_out"].astype(str).str.strip().str.lower().isin(("true", "1"))
 
 
 def agent_rates(decisions: pd.DataFrame) -> pd.DataFrame:
-    """Per simulated agent and game: its persona, its associates' persona, decisions, cooperations
-    and cooperation rate. ``decisions``: the decisions table (the run folder's or the analysis's)."""
+    """Per simulated agent and game: its persona, its associates' persona, the decisions its model
+    made, their cooperations and cooperation rate (NaN with none), and its fallbacks (random
+    choices, not counted). ``decisions``: the decisions table (the run folder's or the analysis's)."""
     own = decisions[(decisions["treatment"] == SIMULATION_TREATMENT) & (decisions["player_kind"] == "agent")].copy()
     for column in ("model", "matchup", "repeat"):
         own[column] = own[column].fillna("").astype(str) if column in own else ""
-    own["cooperated"] = own["choice"].eq(protocol.COOPERATE)
+    own["fallback"] = fallback(own)
+    own["made"] = ~own["fallback"]
+    own["cooperated"] = own["choice"].eq(protocol.COOPERATE) & own["made"]
     own = own.rename(columns={"player_code": "agent_id", "associate_type": "associate_persona"})
     keys = AGENT_KEYS + ["persona", "associate_persona", "game"]
-    rates = own.groupby(keys, sort=False).agg(decisions=("cooperated", "size"),
-                                              cooperations=("cooperated", "sum")).reset_index()
-    rates["cooperation_rate"] = rates["cooperations"] / rates["decisions"]
+    rates = own.groupby(keys, sort=False).agg(decisions=("made", "sum"), cooperations=("cooperated", "sum"),
+                                              fallbacks=("fallback", "sum")).reset_index()
+    rates["cooperation_rate"] = rates["cooperations"] / rates["decisions"].where(rates["decisions"] > 0)
     return rates
 
 
 def summarise(rates: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per group of ``keys``: agents (n), their decisions, and the mean, SD, median and 95 %
-    interval (Wilson over the agents: analysis.stats.rate_interval) of their cooperation rates."""
+    """Per group of ``keys``: agents (n: those whose model made a decision), their decisions and
+    fallbacks, and the mean, SD, median and 95 % interval (Wilson over the agents:
+    analysis.stats.rate_interval) of their cooperation rates."""
     rows = []
     for values, group in rates.groupby(keys, sort=False):
-        low, high = stats.rate_interval(group["cooperation_rate"])
-        rows.append([*values, len(group), int(group["decisions"].sum()), group["cooperation_rate"].mean(),
-                     group["cooperation_rate"].std(), group["cooperation_rate"].median(), low, high])
+        rated = group["cooperation_rate"].dropna()
+        low, high = stats.rate_interval(rated) if len(rated) else (float("nan"), float("nan"))
+        rows.append([*values, len(rated), int(group["decisions"].sum()), int(group["fallbacks"].sum()),
+                     rated.mean(), rated.std(), rated.median(), low, high])
     return pd.DataFrame(rows, columns=keys + SUMMARY_COLUMNS)
 
 
@@ -54,11 +67,12 @@ def simulation_section(sides: pd.DataFrame, decisions: pd.DataFrame):
     section.notes.append("Agents of the simulation lab (treatment A-A), per model (the config's label) and "
                          "persona. An agent is one agent of one repeat (each repeat starts fresh agents); means "
                          "and their 95 % Wilson intervals are over agents; the simulation lab draws its own "
-                         "figures.")
+                         "figures. Only the decisions the models made count; random fallbacks are counted apart "
+                         "(fallbacks).")
     rates = agent_rates(decisions)
     section.tables["cooperation_rates"] = summarise(rates, ["model", "persona", "game"])
     parts = []
-    for model, group in rates[rates["game"] == "WC"].groupby("model", sort=False):
+    for model, group in rates[rates["game"] == "WC"].dropna(subset=["cooperation_rate"]).groupby("model", sort=False):
         table = pairwise_mann_whitney(group, "cooperation_rate", "persona",
                                       tuple(p for p in PERSONA_ORDER if p in set(group["persona"])), [],
                                       "simulated agents")

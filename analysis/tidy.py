@@ -114,12 +114,17 @@ def sides_table(conversations: pd.DataFrame) -> pd.DataFrame:
 
 
 def _rates_by_player(decisions: pd.DataFrame, kind: str) -> pd.DataFrame:
-    rows = decisions[decisions["player_kind"] == kind]
+    """Per player and game: rounds, cooperations, the cooperation rate, and rounds timed out. An
+    agent's timed-out decision is its fallback, the system's random choice and not its behaviour:
+    its rounds and rate count only the decisions its model made."""
+    rows = decisions[decisions["player_kind"] == kind].copy()
+    rows["counted"] = ~rows["timed_out"].fillna(False).astype(bool) if kind == "agent" else True
+    rows["counted_cooperation"] = rows["cooperated"] & rows["counted"]
     keys = list(GROUP_KEYS) + ["player_code"]
     result = None
     for game in protocol.GAMES:
         per_game = rows[rows["game"] == game].groupby(keys, observed=True).agg(
-            **{f"rounds_{game}": ("cooperated", "size"), f"cooperations_{game}": ("cooperated", "sum"),
+            **{f"rounds_{game}": ("counted", "sum"), f"cooperations_{game}": ("counted_cooperation", "sum"),
                f"timed_out_{game}": ("timed_out", lambda s: int(s.fillna(False).sum()))})
         per_game[f"cooperation_rate_{game}"] = per_game[f"cooperations_{game}"] / per_game[f"rounds_{game}"]
         result = per_game if result is None else result.join(per_game, how="outer")
@@ -164,6 +169,18 @@ def participants_table(exports: Exports, decisions: pd.DataFrame, sides: pd.Data
             table[key] = table[key].where(table[key].notna(), table[f"{key}_questionnaire"])
             table = table.drop(columns=f"{key}_questionnaire")
     return table.rename(columns={"player_code": "participant_code"})
+
+
+def agent_fallbacks(agents: pd.DataFrame, game: str | None = None) -> tuple[int, int]:
+    """(fallbacks, decisions) of the agents table's lab agents: random choices of turns that fell
+    back, and all their decisions; ``game``: one game's, else both."""
+    games = [game] if game else list(protocol.GAMES)
+    def total(column: str) -> int:
+        return int(pd.to_numeric(agents[column]).astype("Float64").fillna(0).sum()) if column in agents else 0
+
+    fell = sum(total(f"timed_out_{g}") for g in games)
+    made = sum(total(f"rounds_{g}") for g in games)
+    return fell, fell + made
 
 
 def agents_table(exports: Exports, decisions: pd.DataFrame, sides: pd.DataFrame) -> pd.DataFrame:

@@ -261,8 +261,11 @@ def run(kind: str, participants: int, rounds: int, latency: float = 0.0, databas
             config = CONFIG.format(kind)
             fields = dict(language="en")
             if kind == "hf":
+                # no model check: its capacity measurement is for a real server (the fake answers any
+                # number of calls at once), and it would queue the calls one at a time (llm_concurrency)
                 fields.update(llm_provider="openai_compatible", llm_model="fake-gpt", llm_base_url=fake.base_url_openai,
-                              llm_api_key_env="FAKE_LLM_KEY", llm_requests_per_minute=6000, session_budget=0)
+                              llm_api_key_env="FAKE_LLM_KEY", llm_requests_per_minute=6000, session_budget=0,
+                              llm_check_model=False)
         server_trace = dict(LAB_BENCH_SERVER_TRACE=str(Path(trace).with_suffix(".server.csv"))) if trace else {}
         if trace:
             Path(trace).parent.mkdir(parents=True, exist_ok=True)

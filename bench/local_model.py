@@ -1,27 +1,33 @@
-"""Bench: a local model answering in the paper's format, with and without the server's grammar (issue 25).
+"""Bench: a local model serving an H-F session's agents, set up as docs/agents.md says.
 
-llama.cpp's OpenAI-compatible server (llama-cpp-python, ``make llm-env``) serves SmolLM2-135M-
-Instruct on the CPU; the simulation lab (agents/simulate) plays one self-play matchup of the fair
-persona, WC, with the paper's stage limits (``use_stage_limits``: 60 / 60 / 40 s, the same clock
-as the lab's), in Chinese and in English, ``llm_constrained_output`` off and on, the same seeds.
-The matchup pairs two groups of ``--rounds`` agents (the design needs a group at least as large
-as the rounds, so nobody meets an associate twice): ``--rounds 10`` is the issue's 2 groups x 10
-rounds, 600 calls per language and mode. Per language and mode it prints the share of agent
-turns settled by the model (ok or re-asked, not a fallback), the share of messages delivered,
-parse errors per call and the median latency of a call; the figure last.
+SmolLM2-135M-Instruct on llama-cpp-python's server (the documented command: every core, streamed
+replies not cut by another request), or llama.cpp's own ``llama-server`` (``--server
+llama-server --parallel N``). First the model check as a session's creation runs it (the
+grammar, then the capacity: agents/capacity.py) for an H-F session of ``--agents`` participants
+(default: as many as the check admits), then that session's agents play ``--rounds`` rounds, each
+against a scripted participant (a new one each round, as perfect strangers; typical messages, a
+random choice), every stage's turns started together with the stage's limit (60 / 60 / 40 s: the
+worst case the capacity assumes), through the lab's model stack (the deadline-ordered slot, the
+scheduler, the streamed calls). ``--unseeded-requests`` sends no seed, so the agents' replies
+and then their prompts differ, as an H-F session's do.
 
-    .venv/bin/python bench/local_model.py [--rounds N] [--max-tokens T] [--languages zh,en] [--modes off,on]
-        [--server llama-server --parallel 4]
+Per language it prints the capacity the check computed beside what the run achieved (a turn's
+seconds per stage, predicted vs the median call; turns settled per stage and round), the turns
+settled by the model (ok or re-asked), the messages delivered, echo-like messages delivered, zh
+messages holding Chinese, the share of the server's time spent on requests the lab abandoned,
+and the machine's load; the figure last.
 
-``--server llama-server`` serves the same GGUF file with llama.cpp's own server (``make
-llama-server``) and ``--parallel`` slots, batched together; the agents then send that many calls
-at once (the model's ``concurrency``). llama-cpp-python's server (the default) answers one at a time.
+    .venv/bin/python bench/local_model.py [--unseeded-requests] [--rounds 10] [--languages zh,en]
+        [--agents N] [--max-tokens 128] [--server llama-server --parallel 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import random
+import re
 import statistics
 import sys
 import tempfile
@@ -31,47 +37,160 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agents.simulate.config import SimulationConfig  # noqa: E402
-from agents.simulate.runner import run_tournament  # noqa: E402
-from agents.simulate.store import RunStore  # noqa: E402
+import protocol  # noqa: E402
+from agents.agent import PersonaAgent  # noqa: E402
+from agents.capacity import SessionDemand, assess, check_capacity, stage_prompts  # noqa: E402
+from agents.config import ModelConfig  # noqa: E402
+from agents.models import build_model, check_model, inspect_server, resolve_constrained_output  # noqa: E402
+from agents.parsing import has_han, is_echo  # noqa: E402
+from agents.types import CallStatus  # noqa: E402
 from tests.real_model_server import LlamaServer, NativeLlamaServer, native_server_binary, server_python  # noqa: E402
 
-TARGET = 0.95  # settled and delivered, constraint on (issue 25)
+TARGET = 0.95  # settled and delivered; zh messages with Chinese
+ABANDONED_TARGET = 0.05  # of the server's time
 N_CTX = 4096
+STAGES = ("message_1", "message_2", "decision")
+# The scripted participants' messages (one drawn per stage and round).
+PARTICIPANT_MESSAGES = {
+    "zh": ["咱们都选A吧，各拿70分。", "我这轮选A，你呢？", "合作吧，都选A。", "上一轮我被背叛了，这次你先说。", "好的，一起选A。",
+           "我有点犹豫，你会选什么？", "选A对大家都好。", "说话算数，我选A。"],
+    "en": ["Let's both pick A, 70 each.", "I'm going A this round, you?", "Cooperate? A/A.",
+           "I got burned last round, you first.", "OK, A together.", "Not sure yet, what will you do?",
+           "A is best for both of us.", "Deal, I choose A."],
+}
+# Looser than the parser's echo rule, read in a message's letters alone (SmolLM2 runs words on):
+# what a reader would still call the prompt's format echoed.
+ECHO_LIKE = re.compile(r"(message|msg)(you|i|we|here|text|in|to|s?$)|placeholder|yourname|wanttosend|wannasend")
 
 
-def run_one(server: LlamaServer, out: Path, language: str, mode: str, args) -> dict:
-    config = SimulationConfig(
-        name=f"local-{language}-{mode}", output_dir=out, personas=["fair"], group_size=args.rounds,
-        repeats=1, rounds=args.rounds, self_play=True, game="WC", language=language, seed=args.seed,
-        use_stage_limits=not args.no_stage_limits, llm_constrained_output=mode,
-        models=[dict(label="smollm2", provider="openai_compatible", model=LlamaServer.MODEL_ALIAS,
-                     base_url=server.base_url, max_tokens=args.max_tokens, context_window=N_CTX,
-                     max_retries=1, request_timeout=60, requests_per_minute=100000,
-                     seed=None if args.unseeded_requests else args.seed,
-                     # as many requests at a time as the server answers: a call that can no longer
-                     # finish in its stage waits here and is never sent, not computed in vain
-                     concurrency=args.parallel,
-                     temperature=args.temperature)])
-    started = time.monotonic()
-    asyncio.run(run_tournament(config, show_progress=False, log=lambda line: print("   ", line, flush=True)))
-    wall = time.monotonic() - started
-    games = list(RunStore(config.run_dir).read_games(failed=True))
-    turns = [turn for game in games for side in game["turns"].values() for turn in side]
-    calls = [call for turn in turns for call in turn["calls"]]
-    messages = [t for t in turns if t["turn"] in ("message_1", "message_2")]
-    latencies = [c["time_done"] - c["time_sent"] for c in calls if c.get("time_done") and c.get("time_sent")]
+def cpu_seconds(pid: int) -> float:
+    """The server process's CPU time so far (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def model_config(server: LlamaServer, args) -> ModelConfig:
+    """A session's llm_* settings for the served model (docs/agents.md's example)."""
+    return ModelConfig(provider="openai_compatible", model=LlamaServer.MODEL_ALIAS, base_url=server.base_url,
+                       max_tokens=args.max_tokens, context_window=N_CTX, max_retries=1, request_timeout=60,
+                       requests_per_minute=100000, seed=None if args.unseeded_requests else args.seed,
+                       temperature=args.temperature)
+
+
+def demand(language: str, agents: int, args) -> SessionDemand:
+    return SessionDemand(agents, args.rounds, language, "fair",
+                         {stage: float(protocol.STAGE_LIMITS[stage]) for stage in STAGES})
+
+
+def model_check(cfg: ModelConfig, language: str, args):
+    """What session creation does (lab/session_settings.py): the check call, the grammar, the
+    capacity (for one agent: the speed; assess() then gives any session size its verdict)."""
+    problem, _ = check_model(cfg)
+    if problem:
+        raise SystemExit(problem)
+    resolved = resolve_constrained_output(cfg, inspect_server(cfg))
+    capacity = check_capacity(resolved, demand(language, 1, args), concurrency=None)
+    return resolved.model_copy(update={"concurrency": capacity.speed.slots}), capacity.speed
+
+
+async def play_session(cfg: ModelConfig, language: str, agents: int, args) -> list:
+    """The session's agents, every stage's turns at once with the stage's limit; the turns."""
+    model = build_model(cfg)
+    rng = random.Random(args.seed)
+    seats = [PersonaAgent(f"agent-{n}", "fair", model, language=language,
+                          seed=None if args.unseeded_requests else args.seed + n) for n in range(agents)]
+    turns = []
+    for round_number in range(1, args.rounds + 1):
+        said = {seat.agent_id: [rng.choice(PARTICIPANT_MESSAGES[language]) for _ in range(2)] for seat in seats}
+
+        async def stage(name, make):
+            deadline = time.monotonic() + protocol.STAGE_LIMITS[name]
+            done = await asyncio.gather(*(make(seat, deadline) for seat in seats))
+            turns.extend((round_number, turn) for turn in done)
+            print(f"    round {round_number} {name}: " + ", ".join(
+                f"{t.status}{'' if t.status != 'fallback' else ' (' + str(t.fallback_reason) + ')'}" for t in done),
+                flush=True)
+            return done
+
+        await stage("message_1", lambda seat, d: seat.message_1(round_number, deadline=d))
+        await stage("message_2", lambda seat, d: seat.message_2(
+            round_number, associate_message_1=said[seat.agent_id][0], deadline=d))
+        decisions = await stage("decision", lambda seat, d: seat.decide(
+            round_number, associate_message_2=said[seat.agent_id][1], deadline=d))
+        for seat, decision in zip(seats, decisions):
+            seat.record_outcome(round_number, decision.choice, rng.choice(protocol.CHOICES))
+    return turns
+
+
+def abandoned_share(calls: list, capacity) -> tuple[float, float]:
+    """(server seconds on calls the lab gave up on, server seconds on every call sent). A streamed
+    call stops at the server's next token once abandoned, but a prompt under evaluation is
+    evaluated to its end: a call cut off before its first token counts its stage's predicted
+    prompt evaluation at least."""
+    predicted_eval = {s.stage: s.eval_seconds for s in capacity.stages if s.game == "WC"}
+    abandoned = total = 0.0
+    for call in calls:
+        if not (call.time_sent and call.time_done) or "not_sent" in call.flags:
+            continue
+        seconds = call.time_done - call.time_sent
+        if call.status in (CallStatus.TIMEOUT.value, CallStatus.CANCELLED.value):
+            if not call.time_first_byte:  # cut off during the prompt's evaluation
+                seconds = max(seconds, predicted_eval.get(call.turn, 0.0))
+            abandoned += seconds
+        total += seconds
+    return abandoned, total
+
+
+def run_language(args, python: str, binary, workdir: Path, language: str) -> dict:
+    if binary:
+        server = NativeLlamaServer(binary, python, N_CTX, workdir, parallel=args.parallel).start()
+    else:
+        server = LlamaServer(python, N_CTX, workdir).start()
+    try:
+        cfg = model_config(server, args)
+        load_before = os.getloadavg()
+        cfg_resolved, speed = model_check(cfg, language, args)
+
+        def verdict(agents: int):
+            return assess(cfg_resolved, demand(language, agents, args), stage_prompts(cfg_resolved, demand(
+                language, agents, args)), speed)
+
+        # the session the check admits (fits, or fits narrowly), unless --agents says
+        agents = args.agents or max(1, verdict(1).max_agents)
+        capacity = verdict(agents)
+        print(f"== {language}: {agents} agents, {args.rounds} rounds; {capacity.summary()}", flush=True)
+        cpu_before, started = cpu_seconds(server.process.pid), time.monotonic()
+        turns = asyncio.run(play_session(cfg_resolved, language, agents, args))
+        wall, cpu = time.monotonic() - started, cpu_seconds(server.process.pid) - cpu_before
+        load_after = os.getloadavg()
+    finally:
+        server.stop()
+    calls = [call for _, turn in turns for call in turn.calls]
+    messages = [turn for _, turn in turns if turn.turn != "decision"]
+    delivered = [turn.text for turn in messages if turn.text]
+    per_stage = {}
+    for stage in STAGES:
+        stage_turns = [(r, t) for r, t in turns if t.turn == stage]
+        settled_by_round = [sum(t.status != "fallback" for r2, t in stage_turns if r2 == r)
+                            for r in range(1, args.rounds + 1)]
+        answered = [c.time_done - c.time_sent for c in calls if c.turn == stage and c.status == "ok"
+                    and c.time_done and c.time_sent]
+        predicted = next(s for s in capacity.stages if s.stage == stage and s.game == "WC")
+        per_stage[stage] = dict(predicted_seconds=predicted.turn_seconds, predicted_turns=predicted.capacity,
+                                median_seconds=statistics.median(answered) if answered else float("nan"),
+                                settled_min=min(settled_by_round), settled_median=statistics.median(settled_by_round))
+    abandoned, server_seconds = abandoned_share(calls, capacity)
     return dict(
-        language=language, mode=mode, rounds=len({g["round"] for g in games}), games=len(games),
-        failed_games=sum(1 for g in games if g.get("failed")), turns=len(turns), calls=len(calls),
-        settled=sum(t["status"] in ("ok", "reasked") for t in turns) / max(1, len(turns)),
-        delivered=sum(bool(t.get("text")) for t in messages) / max(1, len(messages)),
-        parse_errors=sum(c["status"] == "parse_error" for c in calls) / max(1, len(calls)),
-        median_latency=statistics.median(latencies) if latencies else float("nan"),
-        fallbacks=_count(t.get("fallback_reason") for t in turns if t["status"] == "fallback"),
-        statuses=_count(c["status"] for c in calls), wall=wall,
-        unusable=[f"{c['turn']} {c['status']} ({c.get('error')}): {(c.get('raw_reply') or '')[-160:]!r}"
-                  for c in calls if c["status"] in ("parse_error", "length", "refusal")])
+        language=language, agents=agents, verdict=capacity.verdict, turns=len(turns), calls=len(calls),
+        settled=sum(t.status != "fallback" for _, t in turns) / max(1, len(turns)),
+        delivered=len(delivered) / max(1, len(messages)),
+        echoes=sum(1 for text in delivered if is_echo(text) or ECHO_LIKE.search(re.sub("[^a-z]", "", text.lower()))),
+        chinese=(sum(1 for text in delivered if has_han(text)) / max(1, len(delivered))) if language == "zh" else None,
+        abandoned=abandoned / server_seconds if server_seconds else 0.0, abandoned_seconds=abandoned,
+        server_seconds=server_seconds, server_cpu=cpu, wall=wall, per_stage=per_stage,
+        statuses=_count(c.status for c in calls),
+        fallbacks=_count(t.fallback_reason for _, t in turns if t.status == "fallback"),
+        load=(load_before[0], load_after[0]), examples=delivered[:6])
 
 
 def _count(values) -> str:
@@ -83,30 +202,16 @@ def _count(values) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=10, help="rounds = agents per group (default 10)")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--agents", type=int, default=0, help="participants (agents); default: what the check admits")
     parser.add_argument("--max-tokens", type=int, default=128, help="llm_max_tokens (default 128)")
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--seed", type=int, default=7)
-    # With one request seed the self-play agents are clones: the same persona, prompt and seed give
-    # the same reply, so most prompts repeat one another and the server's prompt cache evaluates
-    # them once. Humans' messages make an H-F session's prompts differ from the first reply on.
     parser.add_argument("--unseeded-requests", action="store_true",
-                        help="send no seed (the server draws one per request): the agents' replies and "
-                             "prompts differ, as an H-F session's do")
+                        help="send no seed: the agents' replies and prompts differ, as an H-F session's do")
     parser.add_argument("--languages", default="zh,en")
-    parser.add_argument("--modes", default="off,on")
-    parser.add_argument("--no-stage-limits", action="store_true",
-                        help="no deadlines: the format alone, whatever the machine's speed")
-    parser.add_argument("--out", default=None, help="keep the runs here (default: a temporary folder)")
-    # Off by default: on 2026-12-03 (zh, constraint on, 2 groups x 3 rounds, no stage limits) the
-    # cache took as long (174 vs 175 s for the run, median call 2.1 s both) and the replies it
-    # continued from restored states were malformed twice as often (12 vs 6 parse errors).
-    parser.add_argument("--prompt-cache-gb", type=float, default=0.0,
-                        help="the server's prompt cache in GiB (llama-cpp-python --cache; default 0: none)")
-    parser.add_argument("--server", choices=("llama-cpp-python", "llama-server"), default="llama-cpp-python",
-                        help="llama-cpp-python's server (one request at a time; default) or llama.cpp's llama-server")
-    parser.add_argument("--parallel", type=int, default=1,
-                        help="llama-server's slots, and the agents' concurrent calls (default 1)")
+    parser.add_argument("--server", choices=("llama-cpp-python", "llama-server"), default="llama-cpp-python")
+    parser.add_argument("--parallel", type=int, default=1, help="llama-server's slots (default 1)")
     args = parser.parse_args()
     python = server_python()
     if python is None:
@@ -116,50 +221,38 @@ def main() -> int:
     if args.server == "llama-server" and binary is None:
         print("no llama-server: make llama-server (or LLAMA_SERVER_BIN)")
         return 2
-    if args.server == "llama-cpp-python" and args.parallel != 1:
-        print("llama-cpp-python's server answers one request at a time: --parallel needs --server llama-server")
-        return 2
     rows = []
     with tempfile.TemporaryDirectory(prefix="local-model-bench-") as tmp:
-        out = Path(args.out or tmp)
-        out.mkdir(parents=True, exist_ok=True)
         for language in args.languages.split(","):
-            for mode in args.modes.split(","):
-                # A fresh server per run: llama.cpp's server finishes a request its client gave up
-                # on, so one run's late calls would otherwise queue in front of the next run's.
-                if binary:
-                    server = NativeLlamaServer(binary, python, N_CTX, out, parallel=args.parallel).start()
-                else:
-                    server = LlamaServer(python, N_CTX, out, prompt_cache_bytes=int(args.prompt_cache_gb * 2**30)).start()
-                try:
-                    print(f"== {language} constrained {mode}: 2 groups x {args.rounds} rounds, "
-                          f"max_tokens {args.max_tokens}", flush=True)
-                    row = run_one(server, out / "runs", language, mode, args)
-                finally:
-                    server.stop()
-                rows.append(row)
-                print(f"   {row['games']} games ({row['failed_games']} failed), {row['turns']} turns, "
-                      f"{row['calls']} calls in {row['wall']:.0f} s; call statuses: {row['statuses']}; "
-                      f"fallbacks: {row['fallbacks']}", flush=True)
-                for example in row["unusable"][:3]:
-                    print(f"   unusable reply: {example}", flush=True)
+            row = run_language(args, python, binary, Path(tmp), language)
+            rows.append(row)
+            print(f"   {row['turns']} turns, {row['calls']} calls in {row['wall']:.0f} s; calls: {row['statuses']}; "
+                  f"fallbacks: {row['fallbacks']}; delivered e.g. {row['examples']}", flush=True)
+    served = (f"llama-server, {args.parallel} slot(s)" if binary else "llama-cpp-python 0.3.36, 1 slot")
     print()
-    served = f"llama-server, {args.parallel} slots" if binary else "llama-cpp-python, 1 slot"
-    # llama-server keeps past prompts' states in host memory by default (--cache-ram 8192 MiB)
-    cache = ("llama-server's default" if binary
-             else f"{args.prompt_cache_gb:g} GiB" if args.prompt_cache_gb else "off")
-    print(f"SmolLM2-135M-Instruct on llama.cpp ({served}, 2 threads), fair self-play WC, 2 groups x {args.rounds} rounds, "
-          f"{'no stage limits' if args.no_stage_limits else 'stage limits 60/60/40 s'}, max_tokens {args.max_tokens}, seed {args.seed}{' (not sent)' if args.unseeded_requests else ''}, "
-          f"prompt cache {cache}")
-    print(f"{'language':<9}{'constrained':<12}{'settled':>9}{'delivered':>11}{'parse err/call':>16}"
-          f"{'median latency':>16}")
+    print(f"SmolLM2-135M-Instruct on {served}, {os.cpu_count()} threads; H-F session agents vs scripted participants, "
+          f"{args.rounds} rounds, stage limits 60/60/40 s, max_tokens {args.max_tokens}, "
+          f"{'no request seed' if args.unseeded_requests else f'seed {args.seed}'}")
+    print("capacity predicted by the model check vs achieved (a turn's seconds on one slot: predicted / median "
+          "answered call; turns per stage: predicted capacity / settled, min and median over rounds)")
     for r in rows:
-        print(f"{r['language']:<9}{r['mode']:<12}{r['settled']:>9.1%}{r['delivered']:>11.1%}"
-              f"{r['parse_errors']:>16.3f}{r['median_latency']:>14.1f} s")
-    on = [r for r in rows if r["mode"] == "on"]
-    met = all(r["settled"] >= TARGET and r["delivered"] >= TARGET for r in on)
-    worst = min((min(r["settled"], r["delivered"]) for r in on), default=float("nan"))
-    print(f"constraint on: lowest of settled/delivered {worst:.1%} (target >= {TARGET:.0%}): "
+        stages = "; ".join(f"{stage} {s['predicted_seconds']:.1f}/{s['median_seconds']:.1f} s, "
+                           f"{s['predicted_turns']}/{s['settled_min']}-{s['settled_median']:g} turns"
+                           for stage, s in r["per_stage"].items())
+        print(f"  {r['language']} ({r['agents']} agents, check: {r['verdict']}): {stages}")
+    print(f"{'language':<9}{'agents':>7}{'settled':>9}{'delivered':>11}{'echo-like':>10}{'Chinese':>9}"
+          f"{'abandoned':>11}{'server CPU':>12}{'load':>12}")
+    for r in rows:
+        chinese = "-" if r["chinese"] is None else f"{r['chinese']:.1%}"
+        print(f"{r['language']:<9}{r['agents']:>7}{r['settled']:>9.1%}{r['delivered']:>11.1%}{r['echoes']:>10}"
+              f"{chinese:>9}{r['abandoned']:>11.1%}{r['server_cpu']:>10.0f} s{r['load'][0]:>6.1f}-{r['load'][1]:.1f}")
+    met = all(r["settled"] >= TARGET and r["delivered"] >= TARGET and r["echoes"] == 0
+              and (r["chinese"] is None or r["chinese"] >= TARGET) and r["abandoned"] <= ABANDONED_TARGET for r in rows)
+    worst = min((min(r["settled"], r["delivered"]) for r in rows), default=float("nan"))
+    print(f"lowest of settled/delivered {worst:.1%} (target >= {TARGET:.0%}), echo-like delivered "
+          f"{sum(r['echoes'] for r in rows)}, zh with Chinese "
+          f"{min((r['chinese'] for r in rows if r['chinese'] is not None), default=float('nan')):.1%}, abandoned "
+          f"server time {max(r['abandoned'] for r in rows):.1%} (target <= {ABANDONED_TARGET:.0%}): "
           f"{'met' if met else 'NOT met'}")
     return 0
 

@@ -22,6 +22,7 @@ import json
 import logging
 import sys
 
+import otree.templating.filters as otree_filters
 import otree.views.admin as otree_admin
 from otree.views.cbv import AdminSessionPage
 from starlette.responses import Response
@@ -385,6 +386,23 @@ def render_agent(session, t: dict) -> str:
     parts = [f'<h4>Agent {_e(t["agent_id"])} <small class="text-muted">game {_e(t["game"])} · persona {_e(t["persona"])}</small></h4>']
     parts += [_round_html(session, r, t["agent_id"], "agent") for r in t["rounds"]]
     return "".join(parts)
+
+
+@otree_filters.register("lab_model_check")
+def model_check_banner(session) -> str:
+    """The session pages' line on an agent session's model (``{{ session|lab_model_check }}`` in
+    _templates/otree/Session.html, above every tab, the page a created session opens on
+    included): a warning when the server serves the session's agents narrowly, the capacity and
+    whether the grammar is on. A filter, registered in oTree's filter table, because the admin
+    pages' context is oTree's own; empty for a session without a model check."""
+    details = dashboard.model_check_details(session)
+    if not (details["capacity"] or details["grammar"]):
+        return ""
+    warning = details["capacity_verdict"] not in (None, "fits")
+    lines = [f'<b>Agents\' model:</b> {html.escape(details["capacity"] or "capacity not measured")}',
+             f'grammar: {html.escape(details["grammar"] or "not recorded")}']
+    return (f'<div class="alert {"alert-warning" if warning else "alert-light"} small py-2" id="lab-model-check">'
+            + "<br>".join(lines) + "</div>")
 
 
 # Register with oTree's admin (see the module's docstring).

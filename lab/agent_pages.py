@@ -38,6 +38,7 @@ from lab import agent_runtime as agents
 from lab import app_registry
 from lab import game as lab_game
 from lab import model_probe, pause
+from lab.dashboard import model_check_details
 from lab.pages import texts_for
 from lab.session_settings import params, params_of
 
@@ -305,6 +306,7 @@ def admin_report(subsession, tables: agents.GameTables) -> dict:
     for t in recent_fallbacks:
         reason = getattr(t, "fallback_reason") or "unknown"
         reasons[reason] = reasons.get(reason, 0) + 1
+    check = model_check_details(session)  # the grammar and the server's capacity, as the check found them
     return dict(
         fallback_warning=share > FALLBACK_WARNING_SHARE,
         fallback_share=f"{share:.0%}",
@@ -323,5 +325,7 @@ def admin_report(subsession, tables: agents.GameTables) -> dict:
         budget="none" if limit is None else f"{limit:.2f}",
         budget_exhausted=limit is not None and spent >= limit,
         warnings_total=sum(bool(row["warnings"]) for row in agents_rows),
+        **{f"model_{key}": value for key, value in check.items()},
+        model_capacity_class="text-muted" if check["capacity_verdict"] == "fits" else "text-danger",
     )
 

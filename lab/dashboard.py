@@ -423,7 +423,7 @@ def agents_health(session) -> dict | None:
         fallbacks_by_reason=dict(reasons),
         spent=round(spent, 6),
         budget=limit,
-        model_check=model_check_status(session),
+        **{f"model_{key}": value for key, value in model_check_details(session).items()},
     )
 
 
@@ -433,11 +433,20 @@ def model_check_status(session) -> str:
     for source in (session.vars or {}, session.config or {}):
         value = source.get("model_check") or source.get("model_check_status")
         if isinstance(value, dict):
-            warning = value.get("warning")
-            value = (value.get("status") or json.dumps(value, default=str)) + (f"; warning: {warning}" if warning else "")
+            value = value.get("status") or json.dumps(value, default=str)
         if value:
             return str(value)
     return "not run"
+
+
+def model_check_details(session) -> dict:
+    """What the pages show of the model check: its status, whether the grammar is on and why, the
+    server's capacity for the session (its verdict and sentence, agents/capacity.py), a warning."""
+    check = (session.vars or {}).get("model_check")
+    check = check if isinstance(check, dict) else {}
+    capacity = check.get("capacity") or {}
+    return dict(check=model_check_status(session), grammar=check.get("grammar"), capacity=capacity.get("summary"),
+                capacity_verdict=capacity.get("verdict"), warning=check.get("warning"))
 
 
 RECENT_INTERVENTIONS = 20

@@ -237,7 +237,7 @@ LLM_CALLS = {
     "prompt_tokens": _c("our count of the request before sending", "integer", "tokens"),
     "trimmed": _c("earlier rounds' transcripts dropped to fit the context window", "integer"),
     "reasoning": _c("the model's <think> text or reasoning field (never parsed as the answer)"),
-    "flags": _c("comma-separated: message_too_long, message_cut, interrupted, abandoned, cost_estimated, ..."),
+    "flags": _c("comma-separated: message_too_long, message_cut, interrupted, abandoned, cost_estimated, not_sent, ..."),
     "simulated": _c("True for the offline simulated model", "boolean"),
 }
 
@@ -265,6 +265,10 @@ MANIFEST_KEYS = {
     "prompts_sha256": "one SHA-256 over `prompts`",
     "model_settings": "agent sessions: the model config as resolved at session creation "
                       "(`agents.config.ModelConfig`; the API key's variable *name* only, never a key); empty in H-H",
+    "model_check": "agent sessions: what the model check found (lab/session_settings.py): its status, whether "
+                   "the grammar is on and why (`grammar`), and for a local server its capacity for the session "
+                   "(`capacity`: the verdict fits / narrow, the measured prompt evaluation, generation and slots, "
+                   "per stage a turn's seconds and the turns that fit; agents/capacity.py); empty in H-H",
     "session_budget": "USD, agent sessions",
     "stage_limits": "seconds per stage",
     "rounds_per_game": "rounds played in each game", "message_max_chars": "longest chat message, characters",

@@ -49,8 +49,9 @@ REDACTED = "(redacted)"
 # Keys of the record that describe the moment, not the code: never compared with today's.
 _MOMENT_KEYS = {"created_at"}
 _KEY_ORDER = ("session_code", "treatment", "num_participants", "created_at", "project_version", "packages",
-              "session_config", "prompts", "prompts_sha256", "model_settings", "session_budget", "stage_limits",
-              "rounds_per_game", "message_max_chars", "payoff_table", "choices", "answer_scales", "payment")
+              "session_config", "prompts", "prompts_sha256", "model_settings", "model_check", "session_budget",
+              "stage_limits", "rounds_per_game", "message_max_chars", "payoff_table", "choices", "answer_scales",
+              "payment")
 
 
 def project_version() -> str:
@@ -184,6 +185,8 @@ def creation_record(session) -> dict:
         prompts=prompts,
         prompts_sha256=hashlib.sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest(),
         model_settings=model,
+        # what the model check found: the grammar (on/off, why), the server's capacity, a warning
+        model_check=(getattr(session, "vars", None) or {}).get("model_check") if p.with_agents else None,
         session_budget=config.get("session_budget") if p.with_agents else None,
         stage_limits=p.stage_limits,
         rounds_per_game=p.rounds_per_game,

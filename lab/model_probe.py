@@ -20,7 +20,7 @@ TEST_MODEL_PATH = "/lab/agents/test_model/"
 
 def run_model_test(session_code: str) -> dict:
     """One first turn per persona with the session's model; stored for the report."""
-    from agents.agent import probe_personas
+    from agents.probe import probe_personas
     from agents.models import build_model
 
     target = TEST_TARGETS.get(session_code)

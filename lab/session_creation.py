@@ -15,6 +15,7 @@ attempt wrote is rolled back and the session deleted as oTree's own "delete sess
 refers to the session or to those rows with ON DELETE CASCADE), and a refusal is raised as
 ``SessionRefused``, a ``CreateSessionInvalidArgs``: REST answers 400 with the message as plain
 text, and the admin's create-session form shows "Failed to create session: <message>" as before.
+A created session's REST answer also says what its model check found (``with_model_check``).
 
 oTree's server has one database connection (``StaticPool``, PostgreSQL too), kept to one
 transaction at a time by its global lock (``otree.middleware.lock2``). Its admin page creates a
@@ -93,6 +94,8 @@ def install() -> None:
         response = original_rest_post(self, **kwargs)
         if response.status_code == 400 and "content-type" not in response.headers:
             response.headers["content-type"] = "text/plain; charset=utf-8"  # oTree sends the message untyped
+        if response.status_code == 200:
+            response = with_model_check(response)
         return response
 
     from otree.channels.consumers import BaseCreateSession, WSCreateDemoSession, WSCreateSession
@@ -110,6 +113,25 @@ def install() -> None:
     otree.session.create_session = create_session
     otree.views.rest.create_session = create_session  # REST imported the name
     otree.views.rest.RESTSessions.post = rest_post
+
+
+def with_model_check(response):
+    """A created session's REST answer with what its model check found (``model_check``: the
+    grammar, the server's capacity, a warning when it serves the agents narrowly), as the session
+    pages show it (lab/dashboard.py model_check_details)."""
+    import json
+
+    from otree.database import db
+    from otree.models import Session
+    from starlette.responses import JSONResponse
+
+    payload = json.loads(response.body)
+    session = db.query(Session).filter(Session.code == payload.get("code")).first()
+    if session is None:
+        return response
+    from lab.dashboard import model_check_details
+
+    return JSONResponse(dict(payload, model_check=model_check_details(session)))
 
 
 def remove_session(session_id: int) -> None:

@@ -19,6 +19,8 @@ from lab import matching
 from lab.request_guard import CONTROL_CHARACTERS
 
 GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
+# The session's language (lab/i18n.py) -> the language of the agents' prompts.
+AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
 STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMITS}
 # A config's treatment, fixed by its name (settings.py): never edited per session.
 TREATMENT_KEYS = ("associate_type", "label_setting", "game_order")
@@ -245,7 +247,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         config.update(frozen_session_keys(model_config))
     elif p.associate_type != "human":
         from agents.config import ConfigError, ModelConfig, frozen_session_keys
-        from agents.models import build_model, check_model, resolve_constrained_output
+        from agents.models import build_model, check_model
 
         try:
             model_config = ModelConfig.from_session_config(merged)
@@ -273,10 +275,10 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
                 raise SessionConfigError(f"Agent model: {problem} (set llm_check_model to false to skip "
                                          "this check, e.g. for an offline demo)")
             if model_config.provider == "openai_compatible":
-                _inspect_server(config, model_config, model, p, record)
-        if model_config.constrained_output == "auto" and "llm_constrained_output" not in _resolved(config):
+                _inspect_server(config, model_config, model, p, record, num_participants)
+        if "llm_constrained_output" not in _resolved(config):
             # no check, or a cloud provider: auto is off, and the session records it so
-            config.update(_resolved_keys(resolve_constrained_output(model_config, None)))
+            _record_grammar(config, model_config, None, p, record)
     return p
 
 
@@ -359,7 +361,25 @@ def _resolved(config: dict) -> dict:
 
 def _resolved_keys(cfg) -> dict:
     return {"llm_constrained_output": cfg.constrained_output, "llm_grammar_format": cfg.grammar_format or "",
-            _RESOLVED_MARK: time.time()}
+            "llm_chinese_messages": "on" if cfg.requires_chinese() else "off", _RESOLVED_MARK: time.time()}
+
+
+def _record_grammar(config: dict, model_config, inspection, p: SessionParams, record: dict | None):
+    """What the check resolved of the grammar, into the config (the engine, the manifest) and the
+    record (the pages): on or off and why, and whether zh messages must be Chinese."""
+    from agents.models import grammar_state, resolve_constrained_output
+
+    resolved = resolve_constrained_output(model_config, inspection)
+    config.update(_resolved_keys(resolved))
+    if record is not None:
+        chinese = (f"; messages must be Chinese (llm_chinese_messages {model_config.chinese_messages})"
+                   if p.language == "zh_hans" and resolved.requires_chinese() else "")
+        record.setdefault("model_check", dict(status="not run", provider=model_config.provider,
+                                              model=model_config.model, checked_at=time.time()))
+        record["model_check"].update(constrained_output=resolved.constrained_output,
+                                     grammar_format=resolved.grammar_format,
+                                     grammar=grammar_state(model_config, inspection) + chinese)
+    return resolved
 
 
 def agent_stage_seconds(p: SessionParams) -> dict[str, float]:
@@ -367,32 +387,41 @@ def agent_stage_seconds(p: SessionParams) -> dict[str, float]:
     return {stage: p.stage_limits[stage] for stage in ("message_1", "message_2", "decision")}
 
 
-def _inspect_server(config: dict, model_config, model, p: SessionParams, record: dict | None) -> None:
+def _inspect_server(config: dict, model_config, model, p: SessionParams, record: dict | None,
+                    num_participants: int) -> None:
     """An openai_compatible server at the model check: the grammar it takes (llm_constrained_output
-    auto/on) and its speed, warned about when llm_max_tokens cannot be written in the shortest stage."""
+    auto/on), and whether it serves the session's agents in time (agents/capacity.py): refused with
+    the numbers if not, warned about if narrowly."""
     import logging
 
-    from agents.models import inspect_server, resolve_constrained_output, throughput_warning
+    from agents.capacity import SessionDemand, check_capacity
+    from agents.models import inspect_server
 
     log = logging.getLogger("lab.agents")
     inspection = inspect_server(model_config, model=model)
-    log.info("model check of %s: grammar %s (%s), %s tokens/s", model_config.base_url, inspection.grammar_format,
-             "; ".join(inspection.notes), inspection.tokens_per_second)
+    log.info("model check of %s: grammar %s (%s)", model_config.base_url, inspection.grammar_format,
+             "; ".join(inspection.notes))
     if model_config.constrained_output == "on" and inspection.grammar_format is None:
         raise SessionConfigError(
             f"Agent model: llm_constrained_output is on, but the server at {model_config.base_url} obeyed none "
             f"of the grammar fields tried ({'; '.join(inspection.notes)}). Use auto or off, or a server that "
             f"takes a grammar (llama.cpp, vLLM; docs/agents.md).")
-    resolved = resolve_constrained_output(model_config, inspection)
-    config.update(_resolved_keys(resolved))
-    warning = throughput_warning(model_config, inspection.tokens_per_second, agent_stage_seconds(p))
-    if warning:
-        log.warning("Agent model: %s", warning)
-    if record is not None and "model_check" in record:
-        record["model_check"].update(
-            constrained_output=resolved.constrained_output, grammar_format=resolved.grammar_format,
-            tokens_per_second=None if inspection.tokens_per_second is None else round(inspection.tokens_per_second, 1),
-            warning=warning)
+    resolved = _record_grammar(config, model_config, inspection, p, record)
+    default_concurrency = type(model_config).model_fields["concurrency"].default
+    demand = SessionDemand(num_participants, p.rounds_per_game, AGENT_LANGUAGE[p.language], p.associate_type,
+                           agent_stage_seconds(p), message_max_chars=p.message_max_chars)
+    # measured with the resolved model (its grammar), as the session's agents will call it
+    capacity = check_capacity(resolved, demand,
+                              concurrency=None if resolved.concurrency == default_concurrency else resolved.concurrency)
+    if resolved.concurrency == default_concurrency:  # left at its default: the calls queue in the lab, by deadline
+        config["llm_concurrency"] = capacity.speed.slots
+    log.info("Agent model: %s", capacity.summary())
+    warned = capacity.verdict in ("narrow", "unmeasured")
+    if record is not None:
+        record["model_check"].update(capacity=capacity.as_record(), warning=capacity.summary() if warned else None)
+    if capacity.verdict == "refused":
+        raise SessionConfigError(f"Agent model: {capacity.summary()} (to create it anyway: llm_check_model false, "
+                                 "and llm_constrained_output on to keep the grammar)")
 STAND_IN_RULES = ("agent", "none")
 STAND_IN_PERSONAS = ("cooperative", "fair", "selfish", "imitate")
 

@@ -52,9 +52,19 @@ Settings (``set(**kwargs)``, all changeable while requests are in flight):
   grammar field is ignored, like a server that does not know them.
 - ``reject_unknown_fields`` (bool): a grammar field the server does not obey gets HTTP 400
   ("unrecognized request argument"), as OpenAI's API answers.
+- Streaming (a request with ``"stream": true``, OpenAI API): server-sent events, one piece of
+  about four characters per chunk, after ``latency`` (the prompt's evaluation); ``token_seconds``
+  (default 0) between pieces (the generation), and a client that leaves stops the reply, as
+  llama.cpp's servers stop a streamed request. ``stream_usage`` (default True): a last chunk with
+  ``usage`` when ``stream_options.include_usage`` asks (llama-server, vLLM; False: none, as
+  llama-cpp-python). ``timings`` (dict or None): llama-server's ``timings`` in the last chunk.
+  ``cut_stream``: end the stream without a finish reason (llama-cpp-python's interrupted reply).
+- ``slots`` (int or None): ``GET /props`` answers ``{"total_slots": slots}`` as llama-server does
+  (None: 404, as llama-cpp-python).
 
 Counters: ``request_count`` (all requests received), ``requests`` (list of ``(api, request_json)``),
-``in_flight`` and ``peak_in_flight`` (concurrent requests being served).
+``in_flight`` and ``peak_in_flight`` (concurrent requests being served), ``served`` (one dict per
+request answered or given up: ``stream``, ``seconds`` it took the server, ``client_left``).
 """
 
 from __future__ import annotations
@@ -84,6 +94,11 @@ DEFAULTS: dict[str, Any] = {
     "models": None,
     "grammar_fields": None,
     "reject_unknown_fields": False,
+    "token_seconds": 0.0,
+    "stream_usage": True,
+    "timings": None,
+    "cut_stream": False,
+    "slots": None,
 }
 DEFAULT_MESSAGE_REPLY = (
     "STEP 1: If I choose B and my associate chooses A, I get 80 and they get 10; if both choose B, 40 each.\n"
@@ -126,6 +141,7 @@ class FakeLLMServer:
         self.requests: list[tuple[str, dict]] = []
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.served: list[dict] = []
         self._rng = random.Random(DEFAULTS["fault_seed"])
         self.set(**settings)
         self._httpd: Optional[_Server] = None
@@ -182,6 +198,7 @@ class FakeLLMServer:
             self._rng = random.Random(DEFAULTS["fault_seed"])
             self.request_count = 0
             self.requests = []
+            self.served = []
             self.peak_in_flight = self.in_flight
 
     def _admit(self, api: str, request: dict) -> tuple[dict, str]:
@@ -200,9 +217,10 @@ class FakeLLMServer:
                 settings["latency"] += self._rng.uniform(0.0, settings["latency_jitter"])
             return settings, settings["mode"] if applies else "ok"
 
-    def _leave(self) -> None:
+    def _leave(self, stream: bool, started: float, client_left: bool) -> None:
         with self._lock:
             self.in_flight -= 1
+            self.served.append(dict(stream=stream, seconds=time.monotonic() - started, client_left=client_left))
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -215,6 +233,13 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet test output
             pass
+
+        def do_GET(self) -> None:
+            slots = server._settings["slots"]
+            if self.path.rstrip("/").endswith("/props") and slots is not None:
+                self._send_json(200, {"total_slots": slots, "default_generation_settings": {"n_ctx": 4096}})
+            else:
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -231,13 +256,14 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 request = {}
             settings, fault = server._admit(api, request)
+            started, client_left = time.monotonic(), False
             try:
                 server._sleep(settings["latency"] + (settings["slow_seconds"] if fault == "slow" else 0.0))
                 self._respond(api, request, settings, fault)
             except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (its deadline): nothing to answer
+                client_left = True  # the client gave up (its deadline): nothing to answer
             finally:
-                server._leave()
+                server._leave(bool(request.get("stream")), started, client_left)
 
         def _respond(self, api: str, request: dict, settings: dict, fault: str) -> None:
             if fault == "drop":
@@ -285,7 +311,44 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             body = _success_body(api, request, text, truncated)
             if settings["reasoning"] is not None and api == "openai":
                 body["choices"][0]["message"]["reasoning_content"] = settings["reasoning"]
+            if api == "openai" and request.get("stream"):
+                self._stream(request, settings, body, text)
+                return
             self._send_json(200, body)
+
+        def _stream(self, request: dict, settings: dict, body: dict, text: str) -> None:
+            """The reply as server-sent events, a piece at a time; a client that leaves stops it
+            (the write fails: BrokenPipeError or ConnectionResetError, as the caller expects)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            choice = body["choices"][0]
+
+            def event(data: Any) -> None:
+                payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+                self.wfile.write(f"data: {payload}\n\n".encode("utf-8"))
+                self.wfile.flush()
+
+            def chunk(delta: dict, finish_reason: Optional[str] = None, **extra: Any) -> dict:
+                return {"id": body["id"], "object": "chat.completion.chunk", "model": body["model"],
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}], **extra}
+
+            event(chunk({"role": "assistant"}))
+            if choice["message"].get("reasoning_content"):
+                event(chunk({"reasoning_content": choice["message"]["reasoning_content"]}))
+            for start in range(0, len(text), 4):
+                if start:
+                    server._sleep(settings["token_seconds"])
+                event(chunk({"content": text[start: start + 4]}))
+            if not settings["cut_stream"]:
+                event(chunk({}, choice["finish_reason"], **({"timings": settings["timings"]}
+                                                            if settings["timings"] else {})))
+                if settings["stream_usage"] and (request.get("stream_options") or {}).get("include_usage"):
+                    event({"id": body["id"], "object": "chat.completion.chunk", "model": body["model"],
+                           "choices": [], "usage": body["usage"]})
+            event("[DONE]")
 
         def _send_json(self, status: int, payload: dict, headers: Optional[dict] = None) -> None:
             self._send_raw(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"), "application/json",

@@ -167,8 +167,7 @@ class LabServer:
             modified_session_config_fields=config_fields,
         ), headers=self.rest_headers(), timeout=timeout)
         assert response.ok, f"{response.status_code}: {response.text[:500]}"
-        code = response.json()["code"]
-        return self.get_session(code)
+        return dict(self.get_session(response.json()["code"]), created=response.json())  # created: the POST's answer
 
     def get_session(self, code: str) -> dict:
         import requests

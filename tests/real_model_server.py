@@ -70,9 +70,13 @@ class LlamaServer:
         self.process: Optional[subprocess.Popen] = None
 
     def command(self) -> list[str]:
+        # docs/agents.md's command: every core for the reply and the prompt (its defaults: 1 and 2),
+        # and a streamed reply is not cut when another request arrives
+        cores = str(os.cpu_count() or 1)
         return [self.python, "-m", "llama_cpp.server", "--model", model_path(self.python), "--model_alias",
                 self.MODEL_ALIAS, "--n_ctx", str(self.n_ctx), "--host", "127.0.0.1", "--port", str(self.port),
-                "--n_threads", "2", *self.cache_args()]
+                "--n_threads", cores, "--n_threads_batch", cores, "--interrupt_requests", "false",
+                *self.cache_args()]
 
     def start(self) -> "LlamaServer":
         log = self.log_path.open("w")
@@ -141,4 +145,4 @@ class NativeLlamaServer(LlamaServer):
         return [self.binary, "--model", model_path(self.python), "--alias", self.MODEL_ALIAS,
                 # each slot gets n_ctx: the context is split between the slots
                 "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel),
-                "--host", "127.0.0.1", "--port", str(self.port), "--threads", "2", "--no-webui"]
+                "--host", "127.0.0.1", "--port", str(self.port), "--threads", str(os.cpu_count() or 1), "--no-webui"]

@@ -20,12 +20,13 @@ def _agent_config(**extra):
 
 
 def test_session_creation_calls_the_model_a_fixed_number_of_times(fake_llm):
-    """The model check's calls, however many agents the session has: the check and the speed
-    measure (constraint off); with `auto`, also one probe per grammar format the server may take."""
+    """The model check's calls, however many agents the session has: the check and the capacity
+    measure (two agents' decision prompts and a reply: agents/capacity.py; constraint off); with
+    `auto`, also one probe per grammar format the server may take."""
     session_vars = {}
     validate(_agent_config(llm_provider="openai_compatible", llm_model="m", llm_base_url=fake_llm.base_url_openai,
                            llm_constrained_output="off"), 2, record=session_vars)
-    assert fake_llm.request_count == 2
+    assert fake_llm.request_count == 4
     # What the dashboard shows as the model check's status (lab/dashboard.py model_check_status).
     assert session_vars["model_check"]["status"] == "ok" and session_vars["model_check"]["model"] == "m"
     counts = []
@@ -36,7 +37,7 @@ def test_session_creation_calls_the_model_a_fixed_number_of_times(fake_llm):
         counts.append(fake_llm.request_count - before)
     from agents import grammars
 
-    assert counts[0] == counts[1] <= 2 + len(grammars.GRAMMAR_FORMATS)
+    assert counts[0] == counts[1] <= 4 + len(grammars.GRAMMAR_FORMATS)
 
 
 def test_session_creation_refuses_an_unknown_model_in_plain_words(fake_llm):

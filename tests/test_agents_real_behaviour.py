@@ -10,7 +10,8 @@ import time
 import pytest
 
 import protocol
-from agents.agent import PENDING, CallJournal, PersonaAgent, probe_personas
+from agents.agent import PENDING, CallJournal, PersonaAgent
+from agents.probe import probe_personas
 from agents.config import ModelConfig
 from agents.models import build_model, check_model
 from agents.models.check import CHECK_TOKENS

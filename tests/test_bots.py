@@ -100,10 +100,9 @@ def test_spent_budget_stops_the_calls_and_falls_back_flagged(project_copy, tmp_p
             "llm_price_input_per_mtok": 100.0, "llm_price_output_per_mtok": 100.0, "session_budget": 0.0001,
         }, extra_env={"FAKE_LLM_KEY": "dummy-key"}, export_dir=export)
         # the model check at session creation is not an agent's call: its call, and on an
-        # openai_compatible server its grammar probes and its speed probe
-        sent = fake.request_count - sum(
-            1 for _, request in fake.requests if request["messages"][0]["content"].startswith(
-                ("This is a connection test.", "Count from 1 to 200")))
+        # openai_compatible server its grammar probes and its capacity measurement, all of them
+        # asking for shorter replies than the agents' llm_max_tokens (the default, 1024)
+        sent = sum(1 for _, request in fake.requests if request.get("max_tokens") == 1024)
     calls = sorted(_table(export, "llm_calls"), key=lambda c: float(c["time_done"] or c["time_sent"] or 0))
     statuses = [c["status"] for c in calls]
     assert "budget" in statuses

@@ -62,6 +62,16 @@ def test_participant_plays_fair_agents_served_by_fake_server(lab_server):
                           params=dict(app_name="game_with_chat", round_number=1), timeout=30).text
     assert "agent-1" in report and "agent-2" in report and "answered (decision)" in report
     assert "openai_compatible / fake-gpt" in report and "USD of budget" in report
+    # What the model check found, wherever the experimenter looks: the answer to the creation
+    # (REST), the session's pages, the dashboard and the agents page. The fake server takes no
+    # grammar; its replies take 1 s: one agent fits the 10 s decision stage.
+    found = session["created"]["model_check"]
+    assert found["capacity_verdict"] == "fits" and found["grammar"].startswith("off: the server obeyed none")
+    assert found["capacity"].startswith("capacity: the session fits.") and found["capacity"] in report
+    links = requests.get(f"{server.base_url}/SessionStartLinks/{session['code']}", timeout=30).text
+    assert 'id="lab-model-check"' in links and "capacity: the session fits." in links
+    dashboard = requests.get(f"{server.base_url}/LabDashboardData/{session['code']}", timeout=30).json()
+    assert dashboard["agents"]["model_capacity"] == found["capacity"]
 
 
 @pytest.mark.browser

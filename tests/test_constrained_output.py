@@ -1,7 +1,7 @@
 """Issue 25 against the local fake server (real OpenAI SDK): the paper's format sent as the
 server's grammar per stage (llama.cpp's ``grammar``, vLLM's ``structured_outputs`` /
 ``guided_regex``), ``llm_constrained_output`` auto probed once at the model check, the re-ask
-that says what was wrong, the Test model's attempts one persona at a time, the throughput warning."""
+that says what was wrong, the Test model's attempts one persona at a time."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import time
 import pytest
 
 from agents import grammars, prompts
-from agents.agent import PersonaAgent, probe_personas
+from agents.agent import PersonaAgent
+from agents.probe import probe_personas
 from agents.config import ConfigError, ModelConfig
-from agents.models import build_model, inspect_server, throughput_warning
+from agents.models import build_model
 from agents.parsing import grammar_message
 from lab import session_settings
 from lab.session_settings import SessionConfigError
@@ -59,9 +60,9 @@ def test_each_stage_sends_the_papers_format_as_llama_cpp_grammar(fake_llm):
     # here 1-128: no more than max_tokens
     assert message_1.startswith('root ::= "STEP 1: " step "\\n" "STEP 2: "')
     assert '"STEP 4: " lead "<" message ">"' in message_1
-    # (or one of the words the parser takes for no message, and then more: agents/grammars.py)
-    # (or a word character, and then a mark soon: a message is not a bare word like "<file_sep>")
-    assert re.search(r"^message ::= \( \[\^[^\]]*\] \[\^[^\]]*\]\{0,127\} \| \[[^\]]*\] marked1 \| \[bB\] message1 ",
+    # (or one of the words the parser takes for no message or an echo's opening, and then more:
+    # agents/grammars.py; or a word character, and then a mark soon: not a bare word like "<file_sep>")
+    assert re.search(r"^message ::= \( \[\^[^\]]*\] \[\^[^\]]*\]\{0,127\} \| \[[^\]]*\] marked1 \| \[aA\] message\d+ ",
                      message_1, re.M)
     # message 2: its prompt asks no steps: free text, then the message
     assert message_2.startswith('root ::= lead "<" message ">"') and "STEP" not in message_2
@@ -131,8 +132,7 @@ def test_auto_is_probed_once_at_the_model_check(fake_llm, obeys, expected):
     resolved = ModelConfig.from_session_config(config)  # what the engine and the manifest read
     assert resolved.constrained_output == expected[0] and (resolved.grammar() or "") == expected[1]
     assert record["model_check"]["constrained_output"] == expected[0]
-    probes = [r for r in chat_requests(fake_llm) if any(k in r for k in ("grammar", "structured_outputs",
-                                                                         "guided_regex"))]
+    probes = [r for r in chat_requests(fake_llm) if "GRAMMAR" in json.dumps(r)]  # grammars.PROBE_TEXT, escaped or not
     formats = ["gbnf", "structured_outputs", "guided_regex"]
     assert len(probes) == (formats.index(expected[1]) + 1 if obeys else 3)  # tried in turn until one is obeyed
 
@@ -216,31 +216,11 @@ def test_test_model_route_lists_every_attempt_apart(fake_llm):
     assert all(re.fullmatch(r"\d+/\d+", r["tokens"]) for r in outcome["results"])
 
 
-def test_throughput_is_measured_and_a_reply_that_cannot_fit_the_shortest_stage_is_warned(fake_llm):
-    fake_llm.set(reply="one, " * 100, latency=1.0)  # 126 tokens in ~1 s
-    inspection = inspect_server(config(fake_llm))
-    assert 60 < inspection.tokens_per_second < 130
-    slow = config(fake_llm, max_tokens=1024)
-    warning = throughput_warning(slow, 12.5, {"message_1": 60, "message_2": 60, "decision": 40})
-    assert warning == ("the model writes 12.5 tokens/s (measured at the model check), so a reply of llm_max_tokens "
-                       "= 1024 tokens takes 82 s, longer than the shortest stage (decision, 40 s), in which about 500 "
-                       "tokens fit: lower llm_max_tokens to about 500 or lengthen the stage")
-    assert throughput_warning(config(fake_llm, max_tokens=128), 12.5, {"decision": 40}) is None
-
-
-def test_session_creation_warns_with_the_numbers(fake_llm):
-    fake_llm.set(reply="one, " * 100, latency=1.0)
-    record = {}
-    session_settings.validate(session_config(fake_llm, llm_max_tokens=8000, decision_seconds=20), 1, record=record)
-    check = record["model_check"]
-    assert check["status"] == "ok" and check["tokens_per_second"] > 0
-    assert "llm_max_tokens = 8000" in check["warning"] and "(decision, 20 s)" in check["warning"]
-
-
 def test_a_constrained_reply_that_ends_with_the_last_token_allowed_is_whole(fake_llm):
     # finish_reason "length" although the grammar's shape was complete (its ">" was the last token)
     fake_llm.set(mode="truncated", reply="STEP 4: <Both A?>" * 2)
-    constrained = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="on")), seed=1)
+    constrained = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="on")), seed=1,
+                               language="en")
     turn = asyncio.run(constrained.message_2(1, associate_message_1="hi", deadline=time.monotonic() + 10))
     assert (turn.status, turn.text, turn.calls[0].flags) == ("ok", "Both A?", "complete_at_limit")
     fake_llm.set(reply="STEP 4: <Both A?> and more" * 2)  # cut inside the text: truncated, re-asked
@@ -256,7 +236,8 @@ def test_a_grammar_shaped_message_is_the_final_brackets_even_if_it_reads_like_a_
     # SmolLM2 under the grammar ended 38 of 600 replies in "<em>"-like words: the grammar admits no
     # markup there, so it is the model's message (shown escaped), not a tag to strip
     fake_llm.set(reply="STEP 4: so I will say<em>")
-    constrained = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="on")), seed=1)
+    constrained = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="on")), seed=1,
+                               language="en")
     turn = asyncio.run(constrained.message_2(1, associate_message_1="hi", deadline=time.monotonic() + 10))
     assert (turn.status, turn.text, len(turn.calls)) == ("ok", "em", 1)
     fake_llm.set(reply="STEP 4: so I will say<the message you want to send>")  # still a placeholder
@@ -274,10 +255,11 @@ def test_the_grammar_bars_what_the_parser_takes_for_no_message_in_any_case():
     pattern = grammars.regex(shape, 128)
     for echoed in ("The message you want to send", "the message you want to send", "THE MESSAGE YOU WANT TO SEND",
                    "message", "Message.", "your message", "br", "BR", "br/", "message'",
-                   "The message you want to send.1.1.2.3.4.5", "br /", "BR/ ", "message /"):
+                   "The message you want to send.1.1.2.3.4.5", "br /", "BR/ ", "message /", "The message you want",
+                   "message to you"):
         assert not re.fullmatch(pattern, f"Hi! <{echoed}>"), echoed
-    for message in ("The message you want", "the message you want to sell", "Then A", "t!", "messages!",
-                    "message to you", "bring it", "b.", "em?", "A.", "我们都选A", "OK, A"):
+    for message in ("Then A", "t!", "messages!", "Messaging you: A", "bring it", "b.", "em?", "A.", "我们都选A",
+                    "OK, A"):
         assert re.fullmatch(pattern, f"Hi! <{message}>"), message
     # whatever the grammar allows, the parser takes for a message (short strings, three limits)
     compiled = [re.compile(grammars.regex(shape, limit)) for limit in (3, 4, 128)]
@@ -307,3 +289,20 @@ def test_a_message_is_never_a_bare_word_as_chat_models_special_tokens_are():
     gbnf = grammars.gbnf(grammars.OutputShape("message", 4), 128)
     defined = {line.split(" ::= ")[0] for line in gbnf.splitlines()}
     assert set(re.findall(r"\b(marked\d+|message\d*)\b", gbnf)) <= defined | {"message"}
+
+
+def test_a_decision_under_the_grammar_is_its_final_line_whatever_its_reasoning_says(fake_llm):
+    """SmolLM2 under the decision grammar: "STEP 2: I decide to choose B" in its reasoning, then
+    the forced last line. It was refused as "chose both A and B" and re-asked, a slot lost on a
+    one-request server; the last line is the decision. Without the grammar both sentences are the
+    model's own words and they conflict: re-asked, as before."""
+    reply = ("STEP 1: B gives me 80 or 40\nSTEP 2: I decide to choose B because it pays more\nSTEP 3: new associate\n"
+             "STEP 4: I DECIDE TO CHOOSE B, or not\nSTEP 5: fair\nI DECIDE TO CHOOSE [A]")
+    fake_llm.set(reply=reply)
+    constrained = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="on")), seed=1,
+                               language="en")
+    turn = asyncio.run(constrained.decide(1, associate_message_2="A?", deadline=time.monotonic() + 10))
+    assert (turn.status, turn.choice, len(turn.calls), turn.calls[0].parsed) == ("ok", "A", 1, "A")
+    unconstrained = PersonaAgent("agent-2", "fair", build_model(config(fake_llm, constrained_output="off")), seed=1)
+    turn = asyncio.run(unconstrained.decide(1, associate_message_2="A?", deadline=time.monotonic() + 10))
+    assert turn.calls[0].status == "parse_error" and turn.calls[0].error == "it chose both A and B"

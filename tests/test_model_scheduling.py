@@ -1,6 +1,7 @@
-"""One slot of a local model server shared by many agents (issue 25): the call due first goes
-first, a call its stage can no longer wait for is not sent, and a wait that ends never keeps
-the slot."""
+"""One slot of a local model server shared by many agents: the call due first goes first, a call
+its stage can no longer wait for is not sent (judged by the calls of its kind, those cut off
+unanswered counted as at least as long as they ran), a wait that ends never keeps the slot, and a
+call the lab gives up on stops the server's work (streamed)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import pytest
 
 from agents.grammars import OutputShape
 from agents.models import CallOptions, call_options, current_call_options
-from agents.models.layers import MIN_RECENT_REPLIES, RateLimitedModel
+from agents.agent import PersonaAgent
+from agents.config import ModelConfig
+from agents.models import build_model
+from agents.models.layers import UNANSWERED_GROWTH, RateLimitedModel
 from agents.types import CallStatus, ModelReply
 
 
@@ -64,7 +68,7 @@ def test_a_call_its_deadline_cannot_wait_for_is_not_sent(requests_per_minute):
     inner, model = one_slot(0.5, requests_per_minute)
 
     async def scenario():
-        for number in range(MIN_RECENT_REPLIES):  # the model's replies of late take 0.5 s
+        for number in range(3):  # the model's replies of late take 0.5 s
             assert (await _call(model, f"warm-up {number}", 30)).status == "ok"
         hopeless = await _call(model, "hopeless", 0.3)  # less than the median reply left
         hopeful = await _call(model, "hopeful", 5)
@@ -125,11 +129,11 @@ def test_a_call_is_not_sent_by_the_median_of_calls_of_its_own_kind():
             return await _call(model, name, seconds_left)
 
     async def scenario():
-        for number in range(MIN_RECENT_REPLIES + 2):  # more messages than decisions of late
+        for number in range(5):  # more messages than decisions of late
             assert (await shaped_call(message, f"message {number}", 30)).status == "ok"
-        for number in range(MIN_RECENT_REPLIES):
+        for number in range(2):
             assert (await shaped_call(decision, f"decision {number}", 30)).status == "ok"
-        assert model.expected_seconds() < 0.3 < model.expected_seconds(("decision", 5))
+        assert model.expected_seconds(("message", 4)) < 0.3 < model.expected_seconds(("decision", 5))
         return (await shaped_call(decision, "hopeless decision", 0.3),
                 await shaped_call(message, "message that fits", 0.3))
 
@@ -137,3 +141,141 @@ def test_a_call_is_not_sent_by_the_median_of_calls_of_its_own_kind():
     assert hopeless.status == CallStatus.TIMEOUT.value and "not sent" in hopeless.error
     assert "hopeless decision" not in inner.sent
     assert fits.status == "ok"
+
+
+class DeadlineModel(SlowModel):
+    """A server whose replies take ``seconds``; a call cut off at its deadline comes back as the
+    adapter reports it: a timeout that was sent (retryable)."""
+
+    async def complete(self, messages, *, deadline: float) -> ModelReply:
+        self.sent.append(messages[0]["content"])
+        left = deadline - time.monotonic()
+        if left < self.seconds:
+            await asyncio.sleep(max(0.0, left))
+            return ModelReply(CallStatus.TIMEOUT.value, error="no reply in time", retryable=True)
+        await asyncio.sleep(self.seconds)
+        return ModelReply(CallStatus.OK.value, text="ok")
+
+
+def test_calls_cut_off_unanswered_grow_the_estimate_and_the_message_cites_what_was_measured():
+    """A server slower than any deadline: the first call is sent (nothing measured), cut off; the
+    estimate is then longer than it ran, so the next call with less time is not sent. Before,
+    only answered calls counted: the estimate stayed at its floor and every call was sent."""
+    inner = DeadlineModel(1.0)
+    model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
+    message = OutputShape("message", 4)
+
+    async def shaped_call(name, seconds_left):
+        with call_options(CallOptions(shape=message)):
+            return await _call(model, name, seconds_left)
+
+    async def scenario():
+        first = await shaped_call("first, cut off", 0.3)
+        refused = await shaped_call("hopeless", 0.4)
+        answered = await shaped_call("with time", 2.0)
+        refused_again = await shaped_call("hopeless again", 0.9)
+        return first, refused, answered, refused_again
+
+    first, refused, answered, refused_again = asyncio.run(scenario())
+    assert first.status == CallStatus.TIMEOUT.value and "not sent" not in (first.error or "")
+    assert inner.sent == ["first, cut off", "with time"]
+    assert refused.status == CallStatus.TIMEOUT.value and refused.error.startswith("not sent: 0.4 s were left")
+    assert "message calls (4 steps) of this model take about 0.4 s" not in refused.error
+    assert f"1 of the last 1 were cut off unanswered after up to 0.3 s: {UNANSWERED_GROWTH:g} x that" \
+        in refused.error
+    assert answered.status == "ok"
+    # the median of one answer (1.0 s) and one cut off at 0.3 s (at least that long): 1.0 s
+    assert "take about 1.0 s (the median of the last 1 answered and 1 cut off unanswered" in refused_again.error
+    assert 0.99 <= model.expected_seconds(("message", 4)) < 1.2
+
+
+def test_a_call_cut_off_by_its_caller_counts_as_at_least_as_long_as_it_ran():
+    """A page settling the turn by the fallback cancels the call: it ran that long unanswered."""
+    inner = SlowModel(5.0)
+    model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
+
+    async def scenario():
+        abandoned = asyncio.create_task(_call(model, "abandoned", 30))
+        await asyncio.sleep(0.4)
+        abandoned.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await abandoned
+        return await _call(model, "hopeless", 0.5)
+
+    hopeless = asyncio.run(scenario())
+    assert 0.4 * UNANSWERED_GROWTH <= model.expected_seconds() < 0.5 * UNANSWERED_GROWTH + 0.1
+    assert hopeless.status == CallStatus.TIMEOUT.value and "not sent" in hopeless.error
+    assert inner.sent == ["abandoned"]
+
+
+def test_a_wait_for_the_slot_with_nothing_measured_says_so():
+    inner, model = one_slot(1.0)
+
+    async def scenario():
+        busy = asyncio.create_task(_call(model, "busy", 30))
+        await asyncio.sleep(0.05)
+        return await _call(model, "waiting", 0.5), await busy
+
+    waiting, busy = asyncio.run(scenario())
+    assert busy.status == "ok" and waiting.status == CallStatus.TIMEOUT.value
+    assert waiting.error == ("not sent: no slot came free before the deadline; no reply of this kind has "
+                             "been measured yet")
+
+
+def _local_model(fake, **extra):
+    return build_model(ModelConfig(provider="openai_compatible", model="local", base_url=fake.base_url_openai,
+                                   max_tokens=128, request_timeout=30, max_retries=0, concurrency=1, **extra))
+
+
+def test_decisions_a_stage_cannot_fit_on_one_slot_are_not_sent(fake_llm):
+    """Three decisions at once on one slot, with time for two and a half: two are answered, the
+    third is not sent (it would end after its stage), not computed in vain. Before, a model with
+    fewer than five answers of late sent every call."""
+    fake_llm.set(latency=0.5)
+    model = _local_model(fake_llm)
+    agents = [PersonaAgent(f"agent-{n}", "fair", model, language="en", seed=n) for n in range(4)]
+
+    async def decisions():
+        for round_number in (1, 2, 3):  # decisions measured (their median: not the SDK's first call in a loop)
+            warm_up = await agents[3].decide(round_number, associate_message_2="A?", deadline=time.monotonic() + 30)
+            assert warm_up.status == "ok"
+        took = model.inner.inner.expected_seconds(("decision", 5))
+        # the agents hand back a tenth of their time: 2.7 calls' time leaves 2.4 for the calls
+        deadline = time.monotonic() + 2.7 * took / 0.9
+        return await asyncio.gather(*(a.decide(1, associate_message_2="A?", deadline=deadline) for a in agents[:3]))
+
+    turns = asyncio.run(decisions())
+    assert sorted(t.status for t in turns) == ["fallback", "ok", "ok"]
+    late = next(t for t in turns if t.status == "fallback")
+    assert late.fallback_reason == CallStatus.TIMEOUT.value and "not sent: no slot came free" in late.calls[0].error
+    assert late.calls[0].flags == "not_sent"  # on the call's row: a timeout that never reached the server
+    assert fake_llm.request_count == 5
+
+
+def test_a_streamed_call_the_lab_gives_up_on_stops_the_server(fake_llm):
+    """A local server's reply is streamed: at the turn's deadline the stream is closed and the
+    server stops writing (llama-cpp-python computes an unstreamed request to the end)."""
+    fake_llm.set(token_seconds=0.05, reply="STEP 4: " + "word " * 200 + "<A?>")  # ~13 s of tokens
+    agent = PersonaAgent("agent-1", "fair", _local_model(fake_llm), language="en", seed=1)
+    turn = asyncio.run(agent.message_2(1, associate_message_1="hi", deadline=time.monotonic() + 1.0))
+    assert turn.status == "fallback" and turn.fallback_reason == CallStatus.TIMEOUT.value
+    deadline = time.monotonic() + 5
+    while not fake_llm.served and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [served] = fake_llm.served
+    assert served["stream"] and served["client_left"] and served["seconds"] < 2.0
+
+
+def test_a_streamed_reply_is_read_whole_with_its_first_token_timed(fake_llm):
+    fake_llm.set(latency=0.3, token_seconds=0.01, stream_usage=False)
+    agent = PersonaAgent("agent-1", "fair", _local_model(fake_llm), language="en", seed=1)
+    turn = asyncio.run(agent.message_1(1, deadline=time.monotonic() + 10))
+    call = turn.calls[0]
+    assert (turn.status, turn.text) == ("ok", "Let's both choose A, we each get 70!")
+    assert fake_llm.requests[0][1]["stream"] is True
+    assert call.input_tokens is None and call.output_tokens > 20  # no usage streamed: its pieces counted
+    assert call.time_sent + 0.25 < call.time_first_byte < call.time_done
+    fake_llm.set(cut_stream=True)  # llama-cpp-python's reply interrupted by another request
+    turn = asyncio.run(agent.message_1(2, deadline=time.monotonic() + 10))
+    assert turn.calls[0].status == CallStatus.PROVIDER_ERROR.value
+    assert "--interrupt_requests false" in turn.calls[0].error

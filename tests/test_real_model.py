@@ -56,9 +56,13 @@ def _table(export_dir, name):
 
 
 def _model_settings(server: LlamaServer, **extra) -> dict:
+    # No model check: its capacity measure would refuse these short-staged sessions on a busy
+    # machine (they test the handling, not the speed); the grammar on and one call at a time, as
+    # the check would set them for this server.
     return dict(llm_provider="openai_compatible", llm_model=LlamaServer.MODEL_ALIAS, llm_base_url=server.base_url,
                 llm_max_tokens=MAX_TOKENS, llm_context_window=server.n_ctx, llm_max_retries=1,
-                llm_request_timeout=30, llm_requests_per_minute=100000, **extra)
+                llm_request_timeout=30, llm_requests_per_minute=100000, llm_check_model=False,
+                llm_constrained_output="on", llm_concurrency=1, **extra)
 
 
 def attempts_are_right(attempts: list[int]) -> bool:
@@ -183,3 +187,50 @@ request_timeout = 180
     assert "Traceback" not in result.stderr
     assert server.alive()
     assert any((tmp_path / "runs" / "real-model").iterdir())
+
+
+def test_the_model_check_measures_the_real_server_and_an_abandoned_streamed_call_stops_it(llama_server):
+    """The capacity check on SmolLM2 (llama-cpp-python: no timings, no /props, one request at a
+    time: the prompt timed by the first streamed token); the Chinese grammar is one the server
+    takes; a streamed call cut off at its deadline stops the server's work. ~60 s on 2 busy cores."""
+    import asyncio
+    import time
+
+    from agents.agent import PersonaAgent
+    from agents.capacity import SessionDemand, check_capacity
+    from agents.config import ModelConfig
+    from agents.models import build_model
+    from agents.parsing import has_han
+
+    server = llama_server(4096)
+    cfg = ModelConfig(provider="openai_compatible", model=LlamaServer.MODEL_ALIAS, base_url=server.base_url,
+                      max_tokens=MAX_TOKENS, context_window=server.n_ctx, constrained_output="on", concurrency=1,
+                      max_retries=0, request_timeout=120)
+    demand = SessionDemand(agents=2, rounds=3, language="zh", persona="fair",
+                           stage_seconds=dict(message_1=60.0, message_2=60.0, decision=40.0))
+    capacity = check_capacity(cfg, demand, concurrency=1)
+    speed = capacity.speed
+    print(capacity.summary())
+    assert not speed.eval_cut_off and speed.error is None
+    assert speed.eval_method == "until the first streamed token" and 0 < speed.eval_seconds < 60
+    assert (speed.slots, speed.slots_source) == (1, "the server reports none")
+    assert 2 < speed.tokens_per_second < 2000 and speed.generation_method == "after the first streamed token"
+    decision = next(s for s in capacity.stages if s.stage == "decision" and s.game == "WC")
+    assert decision.turn_seconds == pytest.approx(decision.eval_seconds + MAX_TOKENS / speed.tokens_per_second)
+    model = build_model(cfg)
+    agent = PersonaAgent("agent-1", "fair", model, language="zh", seed=1)
+    turn = asyncio.run(agent.message_1(1, deadline=time.monotonic() + 120))
+    texts = [c.raw_reply or "" for c in turn.calls]
+    assert all(c.parameters["chinese_messages"] for c in turn.calls)
+    assert all(has_han(t.rsplit("<", 1)[-1]) for t in texts if t.rstrip().endswith(">")), texts
+    # cut off after 1 s (mid-prompt or mid-reply): the server drops the stream at its next token
+    # ("Disconnected from client"), where an unstreamed request is computed to its end
+    english = PersonaAgent("agent-2", "fair", build_model(cfg.model_copy(update={"max_tokens": 512})),
+                           language="en", seed=2)
+    cut = asyncio.run(english.message_1(3, deadline=time.monotonic() + 1.0))
+    assert cut.status == "fallback" and cut.fallback_reason == "timeout"
+    deadline = time.monotonic() + 60
+    while "Disconnected from client" not in server.log() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "Disconnected from client" in server.log()
+    assert server.alive()

@@ -144,3 +144,32 @@ def test_empty_tables_of_the_simulation_lab_have_their_header(tmp_path, monkeypa
     # and the analysis reads the run folder without a problem about them
     exports = load_exports(config.run_dir)
     assert not [p for p in exports.problems if p.level == "error"]
+
+
+def test_random_fallbacks_are_never_counted_as_behaviour_and_the_figure_says_how_many(sweep, tmp_path):
+    """A decision the model gave no usable answer for is the system's random choice (flagged
+    timed_out): the rates, the summaries and S22 count only the decisions the models made, and
+    the figure states n and the fallbacks per model."""
+    from agents.simulate.figures import s22_figure
+    from agents.simulate.tables import decision_fallbacks
+    from analysis.simulation import agent_rates, summarise
+
+    decisions = pd.read_csv(sweep.run_dir / "decisions.csv")
+    agents = decisions[(decisions["player_kind"] == "agent") & (decisions["model"] == "sim-t0")]
+    random_ones = agents.index[: len(agents) // 4]  # a quarter fell back: their choices B, flagged
+    decisions.loc[random_ones, ["timed_out", "choice"]] = [True, "B"]
+    rates = agent_rates(decisions)
+    sim0 = rates[rates["model"] == "sim-t0"]
+    assert sim0["fallbacks"].sum() == len(random_ones)
+    assert sim0["decisions"].sum() == len(agents) - len(random_ones)
+    made = decisions.loc[agents.index.difference(random_ones)]
+    assert sim0["cooperations"].sum() == made["choice"].eq("A").sum()  # no random B counted
+    summary = summarise(rates, ["model"]).set_index("model")
+    assert summary.loc["sim-t0", "fallbacks"] == len(random_ones)
+    figure = s22_figure(decisions, ["sim-t0", "sim-t1"])
+    note = figure.texts[-1].get_text()
+    assert (f"sim-t0: n = {len(agents) - len(random_ones)} decisions made by the model; {len(random_ones)} of "
+            f"{len(agents)} (25%) random fallbacks left out") in note
+    assert "sim-t1: n = " in note and "; 0 of " in note
+    decisions.to_csv(tmp_path / "decisions.csv", index=False)
+    assert decision_fallbacks(tmp_path / "decisions.csv")["sim-t0"] == (len(random_ones), len(agents))

@@ -69,8 +69,14 @@ def test_with_stage_limits_a_late_turn_falls_back_as_in_the_lab_and_the_game_cou
     with FakeLLMServer(reply=slow_decisions) as server:
         config = write_config(tmp_path / "c.toml", name="run", output_dir=tmp_path, use_stage_limits=True,
                               model=fake_openai(server, max_retries=0))
-        assert main([str(config), "--no-progress"]) == 0
-    assert "games excluded" not in capsys.readouterr().err
+        # every decision is the stage's random choice: the run says so and exits 4, not 0 (it drew
+        # S22 from 36 of 36 random decisions and exited 0)
+        assert main([str(config), "--no-progress"]) == 4
+    out, err = capsys.readouterr()
+    assert "games excluded" not in err
+    assert ("fallbacks: 48 of fake-gpt's 48 decisions were random fallbacks, more than max_fallback_share 20%: its "
+            "tables and figures count only the 0 its model made") in err
+    assert "fake-gpt: 0 decisions made by the model counted; 48 of 48 (100%) were random fallbacks" in out
     run_dir = tmp_path / "run"
     decisions = pd.read_csv(run_dir / "decisions.csv")
     assert len(decisions) == 48  # every game of every round: 24 games, two decisions each

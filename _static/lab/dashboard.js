@@ -215,7 +215,18 @@
         num(a.latency_p50, 2) + " s / " + num(a.latency_p95, 2) + " s"],
       ["fallbacks by reason", join(a.fallbacks_by_reason) || "none"],
       ["spent / budget", num(a.spent, 4) + " / " + (a.budget === null ? "no limit" : num(a.budget, 2)) + " USD"],
-      ["model check", a.model_check]]));
+      ["model check", a.model_check],
+      ["grammar", a.model_grammar || "not recorded"],
+      ["capacity", capacityCell(a)]]));
+  }
+
+  // The server's capacity for the session (the model check's sentence), red when it fits narrowly.
+  function capacityCell(a) {
+    if (!a.model_capacity) return "not measured (cloud provider, or no model check)";
+    var cell = el("span", a.model_capacity);
+    cell.id = "dash-capacity";
+    if (a.model_capacity_verdict !== "fits") cell.className = "text-danger";
+    return cell;
   }
 
   function render(d) {

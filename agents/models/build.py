@@ -17,7 +17,7 @@ def model_settings(cfg: ModelConfig) -> ModelSettings:
     return ModelSettings(provider=cfg.provider, model=cfg.model, temperature=cfg.temperature,
                          max_tokens=cfg.max_tokens, seed=None if cfg.provider == "anthropic" else cfg.seed,
                          context_window=cfg.resolved_context_window(), memory=cfg.memory,
-                         grammar=cfg.grammar())
+                         grammar=cfg.grammar(), chinese_messages=cfg.requires_chinese())
 
 
 def serving_problem(cfg: ModelConfig) -> Optional[str]:

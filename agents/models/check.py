@@ -20,9 +20,6 @@ CHECK_SECONDS = 30.0
 # The check's reply limit: "OK" is a token or two. Without it a small local model rambled to the
 # session's llm_max_tokens and, on a busy CPU, past CHECK_SECONDS (the session was refused).
 CHECK_TOKENS = 16
-# The throughput probe: a reply of about this many tokens, long enough to time the sampler.
-THROUGHPUT_PROMPT = "Count from 1 to 200 in words, separated by commas. Write nothing else."
-THROUGHPUT_TOKENS = 48
 _PLAIN_STATUS = {
     CallStatus.CONFIG_ERROR.value: "the provider refused the key or does not know the model",
     CallStatus.PROVIDER_ERROR.value: "the provider could not be reached or answered with an error",
@@ -75,7 +72,6 @@ class ServerInspection:
     """What the model check learnt of an openai_compatible server beyond "it answers"."""
 
     grammar_format: Optional[str]  # the first of grammars.GRAMMAR_FORMATS the server obeyed, or None
-    tokens_per_second: Optional[float]  # reply tokens per second of one short call, end to end
     notes: tuple[str, ...] = ()  # what each grammar probe got, for the log
 
 
@@ -88,7 +84,7 @@ def _run_private(coroutine_factory) -> "ServerInspection":
         try:
             outcome.append(asyncio.run(coroutine_factory()))
         except Exception as error:  # pragma: no cover - the layers turn errors into replies
-            outcome.append(ServerInspection(None, None, (redact(repr(error)),)))
+            outcome.append(ServerInspection(None, (redact(repr(error)),)))
 
     worker = threading.Thread(target=run, name="agents-model-inspection")
     worker.start()
@@ -100,8 +96,8 @@ def inspect_server(cfg: ModelConfig, *, model: Optional[LanguageModel] = None,
                    seconds: float = CHECK_SECONDS) -> ServerInspection:
     """Once, at the model check of an openai_compatible server: which grammar field it obeys
     (a grammar that allows only ``grammars.PROBE_TEXT``, in each format in turn; a server that
-    ignores or refuses the field answers something else) and how fast it writes (tokens/s of a
-    ``THROUGHPUT_TOKENS``-token reply)."""
+    ignores or refuses the field answers something else). How fast it serves the session's
+    prompts: agents/capacity.py."""
     model = model or build_model(cfg.model_copy(update={"constrained_output": "off"}))
 
     async def one(prompt: str, options: CallOptions) -> ModelReply:
@@ -123,11 +119,7 @@ def inspect_server(cfg: ModelConfig, *, model: Optional[LanguageModel] = None,
             if obeyed:
                 found = grammar_format
                 break
-        reply = await one(THROUGHPUT_PROMPT, CallOptions(max_tokens=THROUGHPUT_TOKENS))
-        speed = None
-        if reply.output_tokens and reply.time_done and reply.time_sent and reply.time_done > reply.time_sent:
-            speed = reply.output_tokens / (reply.time_done - reply.time_sent)
-        return ServerInspection(found, speed, tuple(notes))
+        return ServerInspection(found, tuple(notes))
 
     return _run_private(inspect)
 
@@ -144,18 +136,18 @@ def resolve_constrained_output(cfg: ModelConfig, inspection: Optional[ServerInsp
     return cfg.model_copy(update={"constrained_output": "on", "grammar_format": found or cfg.grammar_format or "gbnf"})
 
 
-def throughput_warning(cfg: ModelConfig, tokens_per_second: Optional[float],
-                       stage_seconds: dict[str, float]) -> Optional[str]:
-    """A sentence when ``max_tokens`` of reply cannot be written within the shortest of
-    ``stage_seconds`` (the stages in which an agent calls its model) at the measured speed."""
-    if not tokens_per_second or not stage_seconds:
-        return None
-    stage, seconds = min(stage_seconds.items(), key=lambda item: item[1])
-    needed = cfg.max_tokens / tokens_per_second
-    if needed <= seconds:
-        return None
-    fits = int(tokens_per_second * seconds)
-    return (f"the model writes {tokens_per_second:.1f} tokens/s (measured at the model check), so a reply of "
-            f"llm_max_tokens = {cfg.max_tokens} tokens takes {needed:.0f} s, longer than the shortest stage "
-            f"({stage}, {seconds:g} s), in which about {fits} tokens fit: lower llm_max_tokens to about "
-            f"{fits} or lengthen the stage")
+def grammar_state(cfg: ModelConfig, inspection: Optional[ServerInspection]) -> str:
+    """Whether the session's requests carry the paper's format as a grammar, and why (the pages
+    and the manifest show it)."""
+    resolved = resolve_constrained_output(cfg, inspection)
+    if resolved.grammar():
+        found = inspection.grammar_format if inspection is not None else None
+        return (f"on ({found}): the server obeyed that grammar field at the model check" if found else
+                f"on ({resolved.grammar()}): llm_constrained_output is on, not checked")
+    if cfg.constrained_output == "off":
+        return "off: llm_constrained_output is off"
+    if cfg.provider != "openai_compatible":
+        return f"off: {cfg.provider} takes no grammar"
+    if inspection is None:
+        return "off: no model check (llm_check_model is false), so auto stays off"
+    return f"off: the server obeyed none of the grammar fields tried ({'; '.join(inspection.notes)})"

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import dataclasses
 import heapq
 import itertools
 import math
 import random
-import statistics
 import threading
 import time
 from typing import Any, Optional
@@ -25,6 +25,8 @@ from .calls import MIN_ATTEMPT_SECONDS, _PerLoop, _remaining, current_call_optio
 
 RPM_WINDOW_SECONDS = 60.0
 _RETRYABLE_STATUSES = {CallStatus.RATE_LIMITED.value, CallStatus.PROVIDER_ERROR.value, CallStatus.TIMEOUT.value}
+# Statuses of a call the server answered in full: its duration is the server's time for it.
+_ANSWERED = {CallStatus.OK.value, CallStatus.LENGTH.value, CallStatus.REFUSAL.value}
 
 
 class _RequestsPerMinute:
@@ -99,9 +101,13 @@ class _DeadlineSlots:
         self._free += 1
 
 
-# Replies timed for the estimate of a call's length (below): the last this many of the model.
-RECENT_REPLIES = 20
-MIN_RECENT_REPLIES = 5
+# What a call's duration is estimated from (below): the model's last calls of the same kind, at
+# most this many and this old (so that a server that was slow for a while is tried again).
+RECENT_CALLS = 20
+RECENT_SECONDS = 600.0
+# Beyond every answer: a call with no answer counts as at least as long as it ran; when most
+# recent calls ran that long unanswered, the estimate is the longest of them times this.
+UNANSWERED_GROWTH = 1.5
 
 
 def _call_kind() -> Any:
@@ -111,39 +117,104 @@ def _call_kind() -> Any:
     return None if shape is None else (shape.kind, shape.steps)
 
 
+def _kind_name(kind: Any) -> str:
+    return "calls" if kind is None else f"{kind[0]} calls ({kind[1]} steps)"
+
+
+@dataclasses.dataclass(frozen=True)
+class DurationEstimate:
+    """How long a call of a kind takes, from the model's recent calls of that kind."""
+
+    seconds: float
+    answered: int  # calls that came back, timed from the send to the reply
+    unanswered: int  # calls cut off (deadline, a page's fallback), each after ``longest_unanswered`` s at most
+    longest_unanswered: float
+    beyond_answers: bool  # more than half were cut off after running longer than any answer took
+
+    def describe(self) -> str:
+        if self.beyond_answers:
+            return (f"{self.unanswered} of the last {self.answered + self.unanswered} were cut off unanswered "
+                    f"after up to {self.longest_unanswered:.1f} s: {UNANSWERED_GROWTH:g} x that")
+        if not self.unanswered:
+            return f"the median of the last {self.answered} answered"
+        return (f"the median of the last {self.answered} answered and {self.unanswered} cut off unanswered, "
+                f"each of those counted as at least as long as it ran")
+
+
+class _Durations:
+    """The durations of a model's recent calls per kind, answered ones exact, cut-off ones as
+    lower bounds (right-censored): the estimate is their Kaplan-Meier median, which grows with
+    every call cut off after running longer than it; above every answer, the longest cut-off
+    call times UNANSWERED_GROWTH."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[Any, collections.deque] = collections.defaultdict(
+            lambda: collections.deque(maxlen=RECENT_CALLS))
+        self._lock = threading.Lock()
+
+    def add(self, kind: Any, seconds: float, answered: bool) -> None:
+        with self._lock:
+            self._by_kind[kind].append((time.monotonic(), seconds, answered))
+
+    def estimate(self, kind: Any) -> Optional[DurationEstimate]:
+        """None when no call of this kind was measured of late."""
+        with self._lock:
+            since = time.monotonic() - RECENT_SECONDS
+            recent = [(seconds, answered) for at, seconds, answered in self._by_kind.get(kind, ()) if at >= since]
+        if not recent:
+            return None
+        answered = sum(1 for _, ok in recent if ok)
+        cut = [seconds for seconds, ok in recent if not ok]
+        longest = max(cut, default=0.0)
+        survival, at_risk = 1.0, len(recent)
+        for seconds, ok in sorted(recent, key=lambda item: (item[0], not item[1])):  # answers first at ties
+            if ok:
+                survival *= (at_risk - 1) / at_risk
+                if survival <= 0.5:
+                    return DurationEstimate(seconds, answered, len(cut), longest, beyond_answers=False)
+            at_risk -= 1
+        return DurationEstimate(longest * UNANSWERED_GROWTH, answered, len(cut), longest, beyond_answers=True)
+
+
 class RateLimitedModel:
     """At most ``concurrency`` requests in flight (per event loop), the earliest deadline first,
-    and ``requests_per_minute``. A call is not sent when its deadline leaves less time than the
-    model's median reply of late to calls of its kind (the last RECENT_REPLIES answered of the same
-    reply shape: a decision's long prompt takes a local server 2-3x a message's; before
-    MIN_RECENT_REPLIES of its kind, all calls'): its stage would end before the reply, and a
-    local server, which goes on computing a request its client gave up, would spend that time in
-    vain while the next call waits."""
+    and ``requests_per_minute``. A call is not sent when its deadline leaves less time than a call
+    of its kind takes (``_Durations``: the model's recent calls of the same reply shape, a
+    decision's long prompt takes a local server 2-3x a message's; those cut off unanswered count
+    as at least as long as they ran): its stage would end before the reply, and the server would
+    spend that time in vain while the next call waits. It is checked again when a slot frees up,
+    with what was learnt meanwhile. The first call of a kind is sent: nothing was measured."""
 
     def __init__(self, inner: LanguageModel, *, concurrency: int, requests_per_minute: Optional[int]) -> None:
         self.inner = inner
         self.settings = inner.settings
         self._slots = _PerLoop(lambda: _DeadlineSlots(concurrency))
         self._window = _RequestsPerMinute(requests_per_minute) if requests_per_minute else None
-        # Seconds of the last replies, of all calls (key None) and per kind of call (_call_kind).
-        self._recent_seconds: dict[Any, collections.deque] = collections.defaultdict(
-            lambda: collections.deque(maxlen=RECENT_REPLIES))
+        self.durations = _Durations()
 
-    def expected_seconds(self, kind: Any = None) -> float:
-        for key in (kind, None):
-            recent = self._recent_seconds.get(key)
-            if recent is not None and len(recent) >= MIN_RECENT_REPLIES:
-                return max(MIN_ATTEMPT_SECONDS, statistics.median(recent))
-        return MIN_ATTEMPT_SECONDS
+    def expected_seconds(self, kind: Any = None) -> Optional[float]:
+        """How long a call of ``kind`` takes (None: not measured of late)."""
+        estimate = self.durations.estimate(kind)
+        return None if estimate is None else estimate.seconds
+
+    def _too_late(self, kind: Any, deadline: float, waited: bool) -> Optional[ModelReply]:
+        """A refusal when the time left is shorter than a call of this kind takes."""
+        estimate = self.durations.estimate(kind)
+        left = _remaining(deadline)
+        if estimate is None or left >= estimate.seconds:
+            return None
+        where = "when a slot came free" if waited else "before sending"
+        return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(), not_sent=True,
+                          error=f"not sent: {max(0.0, left):.1f} s were left {where}, and {_kind_name(kind)} of "
+                                f"this model take about {estimate.seconds:.1f} s ({estimate.describe()})")
 
     async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
         kind = _call_kind()
-        expected = self.expected_seconds(kind)
-        latest_start = deadline - expected
-        if latest_start < time.monotonic():  # too late already: not the window's doing
-            return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(),
-                              error=f"not sent: the deadline left less than {expected:.1f} s "
-                                    f"(the model's median reply of late to such calls)")
+        refused = self._too_late(kind, deadline, waited=False)
+        if refused is not None:  # too late already: not the window's doing
+            return refused
+        expected = self.expected_seconds(kind) or MIN_ATTEMPT_SECONDS
+        latest_start = deadline - max(MIN_ATTEMPT_SECONDS, expected)
         if self._window is not None:
             send_at = self._window.reserve(latest_start)
             if send_at is None:
@@ -152,16 +223,28 @@ class RateLimitedModel:
             await asyncio.sleep(max(0.0, send_at - time.monotonic()))
         slots = self._slots.get()
         if not await slots.acquire(deadline, latest_start):
-            return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(),
-                              error=f"not sent: no free slot while the deadline left {expected:.1f} s "
-                                    f"(the model's median reply of late to such calls)")
+            estimate = self.durations.estimate(kind)
+            return ModelReply(CallStatus.TIMEOUT.value, retryable=False, time_sent=time.time(), not_sent=True, error=(
+                "not sent: no slot came free before the deadline; no reply of this kind has been measured yet"
+                if estimate is None else
+                f"not sent: no slot came free while {estimate.seconds:.1f} s were still left, and "
+                f"{_kind_name(kind)} of this model take about that ({estimate.describe()})"))
+        started = None
         try:
+            refused = self._too_late(kind, deadline, waited=True)  # learnt while it waited
+            if refused is not None:
+                return refused
             started = time.monotonic()
             reply = await self.inner.complete(messages, deadline=deadline)
-            if reply.status == CallStatus.OK.value:
-                for key in {kind, None}:
-                    self._recent_seconds[key].append(time.monotonic() - started)
+            if reply.status in _ANSWERED:
+                self.durations.add(kind, time.monotonic() - started, answered=True)
+            elif reply.status == CallStatus.TIMEOUT.value and reply.retryable is not False:
+                self.durations.add(kind, time.monotonic() - started, answered=False)  # cut off: at least this long
             return reply
+        except BaseException:  # the deadline guard or the caller (a page's fallback) cut it off
+            if started is not None:
+                self.durations.add(kind, time.monotonic() - started, answered=False)
+            raise
         finally:
             slots.release()
 
@@ -220,7 +303,7 @@ class DeadlineGuard:
         time_sent = time.time()
         remaining = _remaining(deadline)
         if remaining <= 0:
-            return ModelReply(CallStatus.TIMEOUT.value, error="deadline passed before sending",
+            return ModelReply(CallStatus.TIMEOUT.value, error="deadline passed before sending", not_sent=True,
                               time_sent=time_sent, time_done=time_sent)
         try:
             async with asyncio.timeout(None if math.isinf(remaining) else remaining):

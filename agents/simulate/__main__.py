@@ -22,7 +22,7 @@ from .tournament import ProviderConfigError
 STOPPING_ERRORS = (BudgetExceeded, BudgetExhausted, ProviderConfigError, ConfigError, FingerprintMismatch)
 
 
-EXIT_OK, EXIT_STOPPED, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 2, 3, 130
+EXIT_OK, EXIT_STOPPED, EXIT_INCOMPLETE, EXIT_FALLBACKS, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,10 +57,21 @@ def main(argv: list[str] | None = None) -> int:
           f"spent ${result.spent:.4f}")
     for name, path in result.outputs.items():
         print(f"  {name}: {path}")
+    return _exit_status(result)
+
+
+def _exit_status(result) -> int:
+    """3 when games are left to play; 4 when an arm's decisions were random fallbacks too often
+    (its figures count only the decisions its model made); else 0."""
     if result.excluded_line():
         print(result.excluded_line(), file=sys.stderr)
-        return EXIT_INCOMPLETE
-    return EXIT_OK
+    exceeded = result.fallbacks_exceeded()
+    for arm in exceeded:
+        fell, total = result.fallbacks[arm]
+        print(f"fallbacks: {fell} of {arm}'s {total} decisions were random fallbacks, more than max_fallback_share "
+              f"{result.max_fallback_share:.0%}: its tables and figures count only the {total - fell} its model made",
+              file=sys.stderr)
+    return EXIT_INCOMPLETE if result.excluded_line() else EXIT_FALLBACKS if exceeded else EXIT_OK
 
 
 def _replay(argv: list[str]) -> int:
@@ -91,10 +102,7 @@ def _replay(argv: list[str]) -> int:
         print(f"replay written to {result.folder}")
     for name, path in result.outputs.items():
         print(f"  {name}: {path}")
-    if result.excluded_line():
-        print(result.excluded_line(), file=sys.stderr)
-        return EXIT_INCOMPLETE
-    return EXIT_OK
+    return _exit_status(result)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,9 @@ class SimulationConfig(BaseModel):
     # concurrency limit never turns into a timed-out turn.
     use_stage_limits: bool = False
     budget_usd: Optional[float] = Field(None, ge=0)
+    # An arm whose agents' decisions were random fallbacks (no usable answer from the model) more
+    # often than this makes the run exit 4: its figures count only the decisions the model made.
+    max_fallback_share: float = Field(0.2, ge=0, le=1)
     # The stated reply length (tokens) of the cost estimate; the prompts are rendered, not guessed.
     estimated_output_tokens: int = Field(300, ge=0)
     cache_path: Optional[Path] = None  # default: cache.sqlite in the run folder

@@ -3,7 +3,8 @@
 S22: cooperation rate by model x persona (A) and by model x persona x associate persona (B): the
 mean of the agents' rates with its 95 % Wilson interval over the agents and n (agents) on each
 bar (in red under analysis.figures.FEW), per agent as the analysis computes them
-(``analysis.simulation``: one agent of one model label, matchup and repeat).
+(``analysis.simulation``: one agent of one model label, matchup and repeat), of the decisions the
+models made; under the panels, per model, those decisions (n) and the random fallbacks left out.
 S23: per persona, the share of conversations with a pre-game cooperation agreement and the
 share of those agreements the agent breached (chose B). Agreements are annotations (SI Note 2,
 the ``annotations`` table of docs/DATA.md): S23 is drawn once an annotations CSV is in the folder.
@@ -120,11 +121,25 @@ def exclusion_note(games_excluded: int, statuses: set[str]) -> str:
     return f"{games_excluded} games excluded ({reason})"
 
 
+def counted_decisions(rates: pd.DataFrame, models: list[str]) -> str:
+    """Per model: the decisions its agents made (what the figure counts) and the random fallbacks
+    left out (turns the model gave no usable answer for)."""
+    totals = rates.groupby("model", sort=False)[["decisions", "fallbacks"]].sum()
+    parts = []
+    for model in models:
+        made, fell = (int(totals.loc[model, "decisions"]), int(totals.loc[model, "fallbacks"])) \
+            if model in totals.index else (0, 0)
+        parts.append(f"{model}: n = {made} decisions made by the model; {fell} of {made + fell} "
+                     f"({fell / max(1, made + fell):.0%}) random fallbacks left out")
+    return "; ".join(parts)
+
+
 def s22_figure(decisions: pd.DataFrame, model_order: list[str] | None = None, note: str = "") -> plt.Figure:
     from analysis.simulation import agent_rates, summarise
 
-    rates = agent_rates(decisions)
+    rates = agent_rates(decisions)  # the decisions the models made; random fallbacks apart
     models = _ordered(list(dict.fromkeys(rates["model"])), model_order)
+    note = "\n".join(filter(None, [note, counted_decisions(rates, models)]))
     personas = [p for p in protocol.PERSONAS if p in set(rates["persona"])]
     by_persona = summarise(rates, ["model", "persona"])
     by_associate = summarise(rates, ["model", "persona", "associate_persona"])
@@ -156,7 +171,10 @@ def figure_s23(decisions: pd.DataFrame, annotations: pd.DataFrame, path: Path,
     """Draws what is labelled and says what is missing (an annotator may return no labels)."""
     agreements = resolved_agreements(annotations) if len(annotations) else pd.Series(dtype=bool)
     conversations = decisions.loc[decisions["player_kind"] == "agent", "conversation_id"].nunique()
-    agents = decisions[(decisions["player_kind"] == "agent")
+    from analysis.simulation import fallback
+
+    # a breach is the agent's B: a random fallback's B is not its behaviour
+    agents = decisions[(decisions["player_kind"] == "agent") & ~fallback(decisions)
                        & decisions["conversation_id"].isin(agreements.index)].copy()
     agents["agreement"] = agents["conversation_id"].map(agreements).astype(bool)
     agents["breach"] = agents["choice"].eq(protocol.DEFECT)

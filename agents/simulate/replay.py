@@ -202,6 +202,11 @@ class ReplayResult(dict):
     def outputs(self) -> dict[str, Path]:
         return self
 
+    fallbacks: dict[str, tuple[int, int]] = {}
+    max_fallback_share: float = 0.2
+    fallback_lines = RunResult.fallback_lines
+    fallbacks_exceeded = RunResult.fallbacks_exceeded
+
     def excluded_line(self) -> Optional[str]:
         if not self.replays_excluded:
             return None
@@ -314,6 +319,7 @@ async def replay_export(config: SimulationConfig, export_dir: str | Path, *, per
             (pd.DataFrame(comparison, columns=COMPARISON_COLUMNS)
              .sort_values(["session_code", "original_agent", "round"]).to_csv(path, index=False))
             result.update({f"{entry.label}:{name}": p for name, p in written.items()})
+            result.fallbacks = {**result.fallbacks, **tables.decision_fallbacks(written.get("decisions"))}
             result[f"{entry.label}:comparison"] = path
             comparisons_all += comparison
             result.actual[entry.label] = {"calls": model.misses, "input_tokens": model.sent_input_tokens,
@@ -325,7 +331,8 @@ async def replay_export(config: SimulationConfig, export_dir: str | Path, *, per
     result.replays_excluded = sum(1 for row in comparisons_all if row["excluded"])
     result.spent = float(budget.spent)
     result.budget_spent = any(CallStatus.BUDGET.value in (row["fallback_reasons"] or "") for row in comparisons_all)
-    for line in RunResult.estimate_vs_actual(result):  # same lines as a simulation run
+    result.max_fallback_share = config.max_fallback_share
+    for line in RunResult.estimate_vs_actual(result) + result.fallback_lines():  # as a simulation run's
         log(line)
     if result.excluded_line():
         log(result.excluded_line())

@@ -100,6 +100,24 @@ class RunResult:
     games_failed: int = 0  # of those, written with provider failures (a rerun plays them again)
     plan: Optional[Plan] = None
     actual: dict[str, dict[str, Any]] = field(default_factory=dict)  # per model, calls not from the cache
+    fallbacks: dict[str, tuple[int, int]] = field(default_factory=dict)  # per arm: (random fallbacks, decisions)
+    max_fallback_share: float = 0.2
+
+    def fallback_lines(self) -> list[str]:
+        """Per arm: the decisions its model made (what the tables and figures count) and the random
+        fallbacks left out, marked where they are more than ``max_fallback_share``."""
+        lines = []
+        for arm, (fell, total) in self.fallbacks.items():
+            share = fell / total if total else 0.0
+            over = (f": more than max_fallback_share {self.max_fallback_share:.0%}, not the model's behaviour"
+                    if share > self.max_fallback_share else "")
+            lines.append(f"{arm}: {total - fell} decisions made by the model counted; {fell} of {total} ({share:.0%}) "
+                         f"were random fallbacks, left out{over}")
+        return lines
+
+    def fallbacks_exceeded(self) -> list[str]:
+        return [arm for arm, (fell, total) in self.fallbacks.items()
+                if total and fell / total > self.max_fallback_share]
 
     def excluded_line(self) -> Optional[str]:
         if not self.games_excluded:
@@ -300,8 +318,7 @@ def resolve_constrained_output(config: SimulationConfig, log=print) -> None:
         inspection = None
         if cfg.provider == "openai_compatible" and cfg.constrained_output != "off":
             inspection = inspect_server(cfg)
-            log(f"{entry.label}: grammar {inspection.grammar_format or 'none'} ({'; '.join(inspection.notes)}), "
-                f"{inspection.tokens_per_second or 0:.1f} tokens/s")
+            log(f"{entry.label}: grammar {inspection.grammar_format or 'none'} ({'; '.join(inspection.notes)})")
             if cfg.constrained_output == "on" and inspection.grammar_format is None:
                 raise ValueError(f"{entry.label}: constrained_output is on, but {cfg.base_url} obeyed no grammar")
         if cfg.provider != "simulated":
@@ -313,7 +330,7 @@ async def run_tournament(config: SimulationConfig, *, backend: Optional[Backend]
     """Play (or continue) the run of ``config``; write tables and figures when it is complete."""
     from .annotate import annotate_run
     from .figures import write_figures
-    from .tables import write_tables
+    from .tables import decision_fallbacks, write_tables
 
     backend = backend or agents_backend()
     resolve_constrained_output(config, log)
@@ -359,6 +376,8 @@ async def run_tournament(config: SimulationConfig, *, backend: Optional[Backend]
     for line in result.estimate_vs_actual():
         log(line)
     result.outputs.update(write_tables(config, store.read_games(failed=True), config.run_dir))
+    result.fallbacks = decision_fallbacks(result.outputs.get("decisions"))
+    result.max_fallback_share = config.max_fallback_share
     try:
         if config.annotation is not None and config.game == "WC":
             # machine_annotate runs its own event loop: give it a thread.
@@ -368,6 +387,8 @@ async def run_tournament(config: SimulationConfig, *, backend: Optional[Backend]
         store.close()
     result.outputs.update(write_figures(config.run_dir, config.run_dir, model_order=[m.label for m in config.models],
                                         games_excluded=result.games_excluded))
+    for line in result.fallback_lines():
+        log(line)
     if result.excluded_line():
         log(result.excluded_line())
     if tournament.budget_spent:

@@ -133,6 +133,20 @@ class TableRows:
         return written
 
 
+def decision_fallbacks(decisions_path: Optional[Path]) -> dict[str, tuple[int, int]]:
+    """Per arm (the decisions' model label): (random fallbacks, decisions) of its agents. A
+    fallback is the random choice of a turn the model gave no usable answer for, flagged
+    ``timed_out`` (analysis.simulation.fallback), never the agent's behaviour."""
+    from analysis.simulation import fallback
+
+    if decisions_path is None or not Path(decisions_path).exists():
+        return {}
+    decisions = pd.read_csv(decisions_path)
+    agents = decisions[decisions["player_kind"] == "agent"]
+    flags = fallback(agents)
+    return {str(arm): (int(flags[group.index].sum()), len(group)) for arm, group in agents.groupby("model", sort=False)}
+
+
 def write_tables(config: Any, records: Iterable[dict[str, Any]], out_dir: Path) -> dict[str, Path]:
     """The tables of the config's design from the run's game records (in any order).
 

@@ -20,10 +20,7 @@ from lab import app_registry, baked_lookups
 from lab import game as lab_game
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.tables import GameTables
-from lab.session_settings import params, session_code_of
-
-# The session's language (lab/i18n.py) -> the language of the agents' prompts.
-AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
+from lab.session_settings import AGENT_LANGUAGE, params, session_code_of
 
 
 def model_config(session) -> ModelConfig:

@@ -209,7 +209,7 @@ class _NoTimeLeft:
         self.settings = settings
 
     async def complete(self, messages, *, deadline):
-        return ModelReply(status=CallStatus.TIMEOUT.value, error="the stage limit passed before a reply")
+        return ModelReply(status=CallStatus.TIMEOUT.value, error="the stage limit passed before a reply", not_sent=True)
 
 
 def _settle_by_fallback(player, tables: GameTables, row) -> None:
