@@ -80,12 +80,13 @@ def test_base_template_is_otrees_plus_the_reconnecting_and_notices_scripts():
 
 def test_session_tabs_are_otrees_plus_dashboard_replay_and_data_package():
     """_templates/otree/Session.html shadows oTree's session tabs (Monitor, Data, Report, ...) to add
-    the Dashboard, Replay and Data package tabs (lab/admin_views.py); otherwise it stays oTree's file."""
+    the agents' model line under the title and the Dashboard, Replay and Data package tabs
+    (lab/admin_views.py); otherwise it stays oTree's file."""
     import otree
 
     original = (Path(otree.__file__).parent / "templates/otree/Session.html").read_text()
     ours = (PROJECT / "_templates/otree/Session.html").read_text()
     added = [line for line in ours.splitlines() if line not in original.splitlines()]
-    assert len(added) == 3 and "/LabDashboard/" in added[0] and "/LabReplay/" in added[1]
-    assert "/LabDataPackage/" in added[2]
+    assert len(added) == 4 and "lab_model_check" in added[0]
+    assert "/LabDashboard/" in added[1] and "/LabReplay/" in added[2] and "/LabDataPackage/" in added[3]
     assert [line for line in ours.splitlines() if line not in added] == original.splitlines()
