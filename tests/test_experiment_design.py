@@ -1,0 +1,181 @@
+"""The experiment files (experiments/*.toml, experiment_design/): the paper's equals what the code runs
+today (protocol.py, settings.py's 16 session configs, the locale's words, the agents' persona names),
+the shipped examples load, and what the running code will ask of an experiment. In-process, no server."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+import experiment_design
+import protocol
+from experiment_design import EXPERIMENTS_DIR, ExperimentError, load, load_text
+
+PAPER = EXPERIMENTS_DIR / "paper.toml"
+EXAMPLES = ("stag_hunt", "fixed_partner_one_message", "tit_for_tat_en")
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return load(PAPER)
+
+
+def test_every_shipped_experiment_passes_the_check():
+    experiments, problems = experiment_design.check_files(experiment_design.experiment_files())
+    assert [str(problem) for problem in problems] == []
+    assert sorted(e.name for e in experiments) == sorted(["paper", *EXAMPLES])
+
+
+def test_the_paper_file_holds_protocol_py_s_numbers(paper):
+    """Every design value of protocol.py, as the file gives it: the wiring can read the experiment
+    instead of protocol.py and change nothing."""
+    assert paper.choice_ids == protocol.CHOICES
+    assert paper.cooperative_choice == protocol.COOPERATE
+    assert paper.payoff_matrix == protocol.PAYOFFS
+    assert all(isinstance(points, int) for pair in paper.payoff_matrix.values() for points in pair)  # 70, not 70.0
+    assert all(paper.payoff(own, other) == protocol.payoff(own, other) for own, other in protocol.PAYOFFS)
+    assert paper.rounds_per_game == protocol.ROUNDS_PER_GAME
+    assert paper.stage_limits() == protocol.STAGE_LIMITS
+    assert list(paper.stage_limits()) == list(protocol.STAGE_LIMITS)  # in the order a round runs them
+    assert paper.stage_limits("WoC") == {"decision": 40, "result": 30}
+    assert paper.message_max_chars == protocol.MESSAGE_MAX_CHARS
+    assert paper.agent_message_max_words == protocol.AGENT_MESSAGE_MAX_WORDS
+    assert paper.design.treatments.associate_types == protocol.ASSOCIATE_TYPES
+    assert {a: paper.treatment_code(a) for a in protocol.ASSOCIATE_TYPES} == protocol.TREATMENT_CODES
+    assert tuple(paper.design.personas) == protocol.PERSONAS
+    assert paper.design.treatments.label_settings == protocol.LABEL_SETTINGS
+    assert paper.game_orders == protocol.GAME_ORDERS
+    assert paper.game_ids == protocol.GAMES
+    payment = paper.design.payment
+    assert (payment.show_up_fee, payment.currency_per_point, payment.norm_bonus, payment.currency) == (
+        protocol.SHOW_UP_FEE, protocol.CURRENCY_PER_POINT, protocol.NORM_BONUS, protocol.CURRENCY_CODE)
+    assert paper.design.questionnaires.norm_intervals == protocol.NORM_INTERVALS
+    assert paper.matching == "perfect_strangers" and not paper.can_meet_same_associate_again
+    assert paper.least_human_participants == 12
+
+
+def test_the_paper_file_holds_the_texts_and_prompts_the_code_uses(paper):
+    from agents.prompts import CHAT_LANGUAGE_NAMES, PERSONA_NAMES
+    from lab import i18n
+    from lab.session_settings import AGENT_LANGUAGE, GAME_APPS
+
+    assert {name: paper.persona_prompt_name(name) for name in paper.design.personas} == PERSONA_NAMES
+    for language in paper.design.languages:
+        agent_language = AGENT_LANGUAGE[language]
+        texts = i18n.load_texts(language)
+        assert paper.associate_words("informed", "human", language) == texts["common_associate_humans"]
+        assert paper.associate_words("informed", "fair", language) == texts["common_associate_machines"]
+        for associate_type in protocol.ASSOCIATE_TYPES:
+            assert paper.associate_words("uninformed", associate_type, language) == texts["common_associate_either"]
+        assert [paper.choice_label(choice, language) for choice in paper.choice_ids] == [
+            texts["common_choice_a"], texts["common_choice_b"]]
+        assert paper.design.agents.system_prompt[language] == f"prompts/system_{agent_language}.j2"
+        assert paper.design.agents.example_dialogues[language] == f"prompts/examples_{agent_language}.j2"
+        assert paper.design.agents.chat_language[language] == CHAT_LANGUAGE_NAMES[agent_language]
+        for persona in protocol.PERSONAS:
+            assert paper.roleplay_file(persona, language) == f"prompts/roleplay_{persona}.j2"
+    assert experiment_design.GAME_APPS == GAME_APPS
+    # the paper's design shows the paper's texts, in every place a design may change them
+    assert all(not key.startswith("variants.") for key in paper.text_keys.values())
+    assert paper.text_key("rules_body") == "intro_rules_body"
+
+
+def test_the_paper_s_session_configs_are_settings_py_s(paper):
+    """What settings.py builds today, config by config, in its order; the experiment's values the
+    configs carry are today's defaults (SESSION_CONFIG_DEFAULTS), so the sessions run as before."""
+    import settings
+
+    configs = paper.session_configs(server_language=settings.SESSION_CONFIG_DEFAULTS["language"],
+                                    max_rounds_per_game=settings.SESSION_CONFIG_DEFAULTS["rounds_per_game"])
+    assert [c["name"] for c in configs] == [c["name"] for c in settings.SESSION_CONFIGS]
+    for built, today in zip(configs, settings.SESSION_CONFIGS):
+        assert {key: built[key] for key in today} == today
+        assert built["experiment"] == "paper"
+        extra = {key: value for key, value in built.items() if key not in today and key != "experiment"}
+        assert extra == {key: settings.SESSION_CONFIG_DEFAULTS[key] for key in extra}
+        assert all(type(value) is type(settings.SESSION_CONFIG_DEFAULTS[key]) for key, value in extra.items())
+
+
+def test_the_examples_configs_are_named_after_their_experiment():
+    stag_hunt, fixed, tft = (load(EXPERIMENTS_DIR / f"{name}.toml") for name in EXAMPLES)
+    names = {c["name"] for e in (stag_hunt, fixed, tft) for c in e.session_configs()}
+    assert "stag_hunt_hf_informed_wc_first" in names
+    assert "fixed_partner_one_message_hs_uninformed_woc_first" in names
+    assert "tft_ht_informed_wc_first" in names and "tft_hu_uninformed_woc_first" in names
+    config = next(c for c in tft.session_configs(server_language="zh_hans") if c["name"] == "tft_hu_informed_wc_first")
+    assert config["language"] == "en"  # the server's language is not one this experiment offers
+    assert config["display_name"] == f"{tft.design.title} · H-U · label-informed · WC→WoC"
+    assert config["participation_fee"] == 2.0 and config["real_world_currency_per_point"] == 0.005
+    assert config["experiment"] == "tit_for_tat_en" and config["num_demo_participants"] == 2
+    one_message = next(c for c in fixed.session_configs() if c["associate_type"] == "human")
+    assert {key for key in one_message if key.endswith("_seconds")} == {
+        "message_1_seconds", "read_1_seconds", "decision_seconds", "result_seconds"}
+    assert one_message["num_demo_participants"] == 4
+    assert fixed.session_configs(max_rounds_per_game=3)[0]["rounds_per_game"] == 3
+
+
+def test_what_the_running_code_asks_of_an_example():
+    stag_hunt = load(EXPERIMENTS_DIR / "stag_hunt.toml")
+    assert stag_hunt.payoff("A", "A") == 80 and stag_hunt.payoff("B", "A") == 50 and stag_hunt.payoff("A", "B") == 10
+    fixed = load(EXPERIMENTS_DIR / "fixed_partner_one_message.toml")
+    assert fixed.chat_exchanges("WC") == 1
+    assert list(fixed.stage_limits("WC")) == ["message_1", "read_1", "decision", "result"]
+    assert fixed.can_meet_same_associate_again
+    assert fixed.text_key("new_associate") == "variants_new_associate_fixed_partner"
+    assert fixed.text_key("game_intro_with_chat") == "variants_game_intro_with_chat_exchanges1"
+    assert fixed.session_size_problem("human", 2) == (
+        "fixed_partner matching with 2 games needs a new partner for the second game: use at least 4 participants")
+    assert fixed.session_size_problem("fair", 1) is None
+    tft = load(EXPERIMENTS_DIR / "tit_for_tat_en.toml")
+    treatment = tft.treatment(dict(associate_type="tit_for_tat", label_setting="uninformed", game_order="WoC-WC"))
+    assert (treatment.code, treatment.game_order, treatment.informed, treatment.with_agents) == (
+        "H-T", ("WoC", "WC"), False, True)
+    assert tft.associate_words("informed", "unconditional_cooperator", "en") == "AI"
+    assert tft.associate_words("informed", "human", "en") == "human"
+    assert tft.persona_prompt_name("tit_for_tat") == "RECIPROCATING"
+    assert tft.text_params("en") == {"choice_1": "A", "choice_2": "B", "cooperative_choice": "A"}
+    with pytest.raises(ValueError, match="associate_type.*'fair'.*tit_for_tat_en has human, tit_for_tat"):
+        tft.treatment(dict(associate_type="fair", label_setting="informed", game_order="WC-WoC"))
+
+
+def test_the_new_personas_are_motivations_not_instructions():
+    """Written as the paper writes its personas (SI Note 5): a person's motivation; never told to
+    choose A or B, to cooperate or to defect."""
+    tft = load(EXPERIMENTS_DIR / "tit_for_tat_en.toml")
+    for name in tft.design.personas:
+        text = (experiment_design.PROJECT_DIR / tft.roleplay_file(name, "en")).read_text(encoding="utf-8")
+        assert text.startswith(f"You are a {tft.persona_prompt_name(name)} human, and your motivation in playing the "
+                               "game is")
+        for word in (" A ", " B ", "choose", "cooperate", "defect", "promise"):
+            assert word not in text
+
+
+def test_hashes_the_record_and_the_design(paper):
+    text = PAPER.read_bytes()
+    assert paper.text == text.decode("utf-8")
+    assert paper.text_sha256 == hashlib.sha256(text).hexdigest()
+    # comments, spacing and key order are not the design; a value is
+    reworded = load_text(paper.text.replace("# Seconds (SI Note 1).", "# Seconds.").replace(
+        "max_chars = 300  # a chat line, not an essay", "max_chars=300"), "paper")
+    assert reworded.text_sha256 != paper.text_sha256
+    assert reworded.canonical_hash == paper.canonical_hash
+    assert load_text(paper.text.replace("decision = 40", "decision = 45"), "paper").canonical_hash != paper.canonical_hash
+
+
+def test_an_experiment_is_loaded_once_per_text_and_cannot_change(paper):
+    assert load_text(paper.text, "paper") is load_text(PAPER.read_text(encoding="utf-8"), "paper")
+    with pytest.raises(TypeError, match="immutable"):
+        paper.design.game.payoffs["A"]["A"] = (0, 0)
+    with pytest.raises(TypeError, match="immutable"):
+        paper.design.labels["informed"].human["en"] = "robots"
+    with pytest.raises(Exception, match="frozen"):
+        paper.design.game.rounds_per_game = 3
+
+
+def test_load_text_refuses_with_every_problem(paper):
+    broken = paper.text.replace("decision = 40", "decision = nan").replace("result = 30", "result = -1")
+    with pytest.raises(ExperimentError) as refused:
+        load_text(broken, "paper")
+    assert [p.field for p in refused.value.problems] == ["stage_limits.decision", "stage_limits.result"]
+    assert "paper.toml: stage_limits.decision: is nan, not a finite number" in str(refused.value)
