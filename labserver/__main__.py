@@ -1,4 +1,4 @@
-"""``python -m labserver run|preflight|bots|export|bonus`` — see README.md."""
+"""``python -m labserver run|preflight|bots|export|bonus|check-experiment`` — see README.md."""
 
 from __future__ import annotations
 
@@ -51,6 +51,11 @@ def main(argv: list[str] | None = None) -> int:
                        help="after a recorded payout: a new payout of only what is still owed")
     bonus.add_argument("--who", default=os.environ.get("USER", "command line"), help="recorded as who made the payout")
 
+    check = commands.add_parser("check-experiment", help="check experiment files (experiments/*.toml; "
+                                                         "docs/experiment-file.md): ok, or every problem, one a line; "
+                                                         "exit status 1 for a problem, 2 for a file not read")
+    check.add_argument("files", nargs="*", metavar="FILE", help="default: every file of experiments/")
+
     args = parser.parse_args(argv)
     if args.command == "run":
         from labserver.server import serve
@@ -74,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         from labserver.export import bonus_file
 
         return bonus_file(args.session_code, args.out, who=args.who, difference=args.difference)
+    if args.command == "check-experiment":
+        from experiment_design.command import main as check_main
+
+        return check_main(args.files)
     return 2
 
 
