@@ -5,6 +5,7 @@ the shipped examples load, and what the running code will ask of an experiment. 
 from __future__ import annotations
 
 import hashlib
+import re
 
 import pytest
 
@@ -179,3 +180,21 @@ def test_load_text_refuses_with_every_problem(paper):
         load_text(broken, "paper")
     assert [p.field for p in refused.value.problems] == ["stage_limits.decision", "stage_limits.result"]
     assert "paper.toml: stage_limits.decision: is nan, not a finite number" in str(refused.value)
+
+
+def test_the_reference_documents_every_field():
+    """docs/experiment-file.md names every key of the schema, so the reference cannot fall behind it."""
+    from pydantic import BaseModel
+
+    from experiment_design import schema
+
+    reference = (experiment_design.PROJECT_DIR / "docs" / "experiment-file.md").read_text(encoding="utf-8")
+    models = [value for value in vars(schema).values()
+              if isinstance(value, type) and issubclass(value, BaseModel) and value not in (BaseModel, schema.Model)]
+    prose = re.sub(r"```.*?```", "", reference, flags=re.S)
+    quoted = " ".join(re.findall(r"`([^`]+)`", prose))  # keys as the reference writes them: `decision`, `[game]`
+    undocumented = {f"{model.__name__}.{key}" for model in models for key in model.model_fields
+                    if not re.search(rf"(?<![\w<]){key}(?![\w>])", quoted)}
+    assert undocumented == set()
+    for page in experiment_design.QUESTIONNAIRE_PAGES + experiment_design.MATCHING_RULES:
+        assert f"`{page}`" in reference
