@@ -3,9 +3,11 @@ found, each as (field, message). The shape of each value is schema.py's."""
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Mapping
 
-from experiment_design.schema import HUMAN, Design, shown
+from experiment_design.problems import field_path
+from experiment_design.schema import HUMAN, NAME_PATTERN, Design, shown
 from experiment_design.sizes import session_size_problem
 
 Found = Iterator[tuple[str, str]]
@@ -26,7 +28,7 @@ def needed_stages(design: Design) -> tuple[str, ...]:
 
 def problems(design: Design) -> list[tuple[str, str]]:
     found = []
-    for check in (_languages, _choices, _payoffs, _games, _stage_limits, _messages, _treatments, _labels, _personas,
+    for check in (_names, _languages, _choices, _payoffs, _games, _stage_limits, _messages, _treatments, _labels, _personas,
                   _agents, _questionnaires, _demo_sizes):
         found.extend(check(design))
     return found
@@ -50,6 +52,15 @@ def _per_language(design: Design, field: str, texts: Mapping, what: str) -> Foun
         if language not in design.languages:
             yield (f"{field}.{language}", f"is for a language the experiment does not offer (languages: "
                                           f"{', '.join(design.languages)}): remove it, or add {language} to languages")
+
+
+def _names(design: Design) -> Found:
+    """Personas and label settings are named in session configs and their names: names of one form."""
+    for table, names in (("personas", design.personas), ("labels", design.labels)):
+        for name in names:
+            if not re.fullmatch(NAME_PATTERN, name):
+                yield (field_path((table, name)), f"{shown(name)} is not a name of lower-case letters, digits and _, starting "
+                                          "with a letter: rename it (session config names carry it)")
 
 
 def _languages(design: Design) -> Found:

@@ -11,7 +11,9 @@ from experiment_design.problems import UNREADABLE
 
 
 def main(files: list[str], out=print) -> int:
-    paths = [Path(file) for file in files] or experiment_files()
+    here = Path.cwd()
+    paths = [Path(file) for file in files] or [path.relative_to(here) if path.is_relative_to(here) else path
+                                               for path in experiment_files()]
     if not paths:
         out("no experiment files given, and none in experiments/")
         return 2

@@ -159,6 +159,17 @@ def test_session_config_names_clash_across_files(project):
         'experiment\'s own (such as "mystudy_")']
 
 
+def test_names_in_session_configs_are_names(project):
+    assert problems(project, ("[labels.uninformed]", '[labels."Not informed"]\ninformed = false\nhuman = { zh_hans = "?", '
+                                                     'en = "?" }\nagent = { zh_hans = "?", en = "?" }\n\n'
+                                                     "[labels.uninformed]")) == [
+        'labels."Not informed": "Not informed" is not a name of lower-case letters, digits and _, starting with a '
+        "letter: rename it (session config names carry it)"]
+    assert problems(project, ('"informed", "uninformed"]', '"informed", "Not informed"]')) == [
+        'treatments.label_settings[2]: is "Not informed": write a name of lower-case letters, digits and _, starting '
+        'with a letter (such as "fair")']
+
+
 def test_unknown_keys_are_refused_with_their_path(project):
     assert problems(project, ("max_chars = 300", "max_chars = 300\nmax_char = 200")) == [
         "messages.max_char: is not a key of this table: remove it or correct its spelling (the keys here: max_chars, "

@@ -198,3 +198,16 @@ def test_the_reference_documents_every_field():
     assert undocumented == set()
     for page in experiment_design.QUESTIONNAIRE_PAGES + experiment_design.MATCHING_RULES:
         assert f"`{page}`" in reference
+
+
+def test_the_package_imports_nothing_of_the_project():
+    """Every room may use it (the apps, lab/, agents/, analysis/, settings.py): it stands below them all."""
+    from tests.test_architecture import PROJECT, imported_names, module_name, source_files
+
+    project_rooms = {module_name(path).split(".")[0] for path in source_files()} - {"experiment_design"}
+    for path in (PROJECT / "experiment_design").glob("*.py"):
+        reached = {name.split(".")[0] for name in imported_names(path)}
+        assert reached & project_rooms == set(), path.name
+        assert reached <= {"experiment_design", "pydantic", "pydantic_core", "__future__", "collections", "dataclasses",
+                           "functools", "hashlib", "json", "math", "pathlib", "re", "string", "sys", "tomllib",
+                           "typing"}, path.name
