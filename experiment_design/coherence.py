@@ -28,8 +28,8 @@ def needed_stages(design: Design) -> tuple[str, ...]:
 
 def problems(design: Design) -> list[tuple[str, str]]:
     found = []
-    for check in (_names, _languages, _choices, _payoffs, _games, _stage_limits, _messages, _treatments, _labels, _personas,
-                  _agents, _questionnaires, _demo_sizes):
+    for check in (_names, _languages, _choices, _payoffs, _games, _stage_limits, _messages, _treatments, _labels,
+                  _personas, _agents, _questionnaires, _demo_sizes):
         found.extend(check(design))
     return found
 
@@ -59,8 +59,8 @@ def _names(design: Design) -> Found:
     for table, names in (("personas", design.personas), ("labels", design.labels)):
         for name in names:
             if not re.fullmatch(NAME_PATTERN, name):
-                yield (field_path((table, name)), f"{shown(name)} is not a name of lower-case letters, digits and _, starting "
-                                          "with a letter: rename it (session config names carry it)")
+                yield (field_path((table, name)), f"{shown(name)} is not a name of lower-case letters, digits and _, "
+                                                  "starting with a letter: rename it (session config names carry it)")
 
 
 def _languages(design: Design) -> Found:
@@ -89,8 +89,8 @@ def _payoffs(design: Design) -> Found:
     example = ", ".join(f"{other} = [own, other]" for other in ids)
     for own in ids:
         if own not in payoffs:
-            yield ("game.payoffs", f"lacks the row {own} (the points when you choose {own}): add {own} = {{ {example} }}"
-                                   " (a 2x2 table of [own points, other's points])")
+            yield ("game.payoffs", f"lacks the row {own} (the points when you choose {own}): add "
+                                   f"{own} = {{ {example} }} (a 2x2 table of [own points, other's points])")
             continue
         for other in ids:
             if other not in payoffs[own]:
@@ -172,7 +172,8 @@ def _labels(design: Design) -> Found:
 
 def _personas(design: Design) -> Found:
     if HUMAN in design.personas:
-        yield "personas.human", "\"human\" is the associate type of human-human treatments: give the persona another name"
+        yield ("personas.human", "\"human\" is the associate type of human-human treatments: give the persona another "
+                                 "name")
     codes = [persona.code for persona in design.personas.values()]
     for code in _duplicates(codes):
         names = [name for name, persona in design.personas.items() if persona.code == code]
@@ -199,7 +200,8 @@ def _questionnaires(design: Design) -> Found:
         yield ("questionnaires.pages", "lists norm_estimates, which asks for the others' cooperation rate, but "
                                        "game.cooperative_choice is absent: set it, or remove norm_estimates")
     if "communication_quality" in q.pages and not chat_exchanges(design):
-        yield "questionnaires.pages", "lists communication_quality (about the messages), but no game has chat: remove it"
+        yield ("questionnaires.pages", "lists communication_quality (about the messages), but no game has chat: "
+                                       "remove it")
     used = [design.labels.get(name) for name in design.treatments.label_settings]
     if "believed_human" in q.pages and all(setting is not None and setting.informed for setting in used):
         yield ("questionnaires.pages", "lists believed_human, which only label-uninformed sessions show, but no label "
@@ -217,8 +219,8 @@ def _questionnaires(design: Design) -> Found:
         joined = all(q.norm_intervals[i][1] == q.norm_intervals[i + 1][0] for i in range(len(q.norm_intervals) - 1))
         if (len(q.norm_intervals) < 2 or bounds[0] != 0 or bounds[-1] != 100 or not joined
                 or any(lo >= hi for lo, hi in q.norm_intervals)):
-            yield ("questionnaires.norm_intervals", "must be at least two intervals [lo, hi], each ending where the next "
-                                                    "begins, from 0 to 100, such as [[0, 50], [50, 100]]")
+            yield ("questionnaires.norm_intervals", "must be at least two intervals [lo, hi], each ending where the "
+                                                    "next begins, from 0 to 100, such as [[0, 50], [50, 100]]")
 
 
 def _demo_sizes(design: Design) -> Found:

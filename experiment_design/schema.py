@@ -248,8 +248,9 @@ class Design(Model):
                            most=SCHEMA_VERSION, integer=True) = Field(
         description=f"the version of this format: {SCHEMA_VERSION}")
     title: Text = Field(description="the experiment's title, shown in session config names on the create page")
-    session_config_prefix: Optional[text_rule(r"(|[a-z][a-z0-9_]{0,30}_)", "\"\" or lower-case letters, digits and _ "
-                                                                          "ending in _, such as \"stag_hunt_\"")] = Field(
+    session_config_prefix: Optional[text_rule(r"(|[a-z][a-z0-9_]{0,30}_)", "\"\" or lower-case letters, digits "
+                                                                          "and _ ending in _, such as \"stag_hunt_\"")
+                                    ] = Field(
         None, description="put before each session config name (absent: the file's name and _)")
     languages: tuple[LanguageCode, ...] = Field(min_length=1, description="the languages sessions may run in")
     game: StageGame = Field(description="the [game] table: choices, payoffs, cooperation, rounds")

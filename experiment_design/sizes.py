@@ -36,5 +36,5 @@ def session_size_problem(design: Design, associate_type: str, num_participants: 
         return (f"with {num_participants} participants each can meet only {num_participants - 1} different associates, "
                 f"but perfect-strangers matching needs a new one in each of {rounds} rounds: use at least {least} "
                 f"participants (or fewer rounds per game)")
-    return (f"{design.matching} matching with {len(design.games)} games needs a new partner for the second game: use at "
-            f"least {least} participants")
+    return (f"{design.matching} matching with {len(design.games)} games needs a new partner for the second game: "
+            f"use at least {least} participants")

@@ -127,7 +127,8 @@ def text_keys(design: Design) -> dict[str, str]:
         keys["game_intro_without_chat"] = slot("game_intro_without_chat", labels, "game_intro_without_chat")
     if "norm_estimates" in design.questionnaires.pages:
         cooperation = _paper_cooperation(design)
-        keys["norm_intro"] = slot("norm_intro", bonus and cooperation, "norm_intro_" + ("bonus" if bonus else "no_bonus"))
+        keys["norm_intro"] = slot("norm_intro", bonus and cooperation,
+                                  "norm_intro_" + ("bonus" if bonus else "no_bonus"))
         for game in design.games:
             keys[f"norm_game_{game.game_id}"] = slot(f"norm_game_{game.game_id}", cooperation,
                                                      f"norm_game_{game.game_id}")

@@ -211,3 +211,24 @@ def test_the_package_imports_nothing_of_the_project():
         assert reached <= {"experiment_design", "pydantic", "pydantic_core", "__future__", "collections", "dataclasses",
                            "functools", "hashlib", "json", "math", "pathlib", "re", "string", "sys", "tomllib",
                            "typing"}, path.name
+
+
+def test_each_difference_from_the_paper_shows_its_own_texts(paper):
+    """The slots of the texts (docs/experiment-file.md, Texts): the paper's key where the design is the
+    paper's in what the text says, a [variants] key named by the design's features elsewhere."""
+    labelled = load_text(paper.text.replace('label = { zh_hans = "A", en = "A" }', 'label = { zh_hans = "鹿", en = "Stag" }'),
+                         "labelled")
+    assert {slot: key for slot, key in labelled.text_keys.items() if key != paper.text_keys[slot]} == {
+        "rules_body": "variants.rules_body_games2_perfect_strangers",
+        "rules_body_after": "variants.rules_body_after_chat2_games2",
+        "decision_prompt": "variants.decision_prompt",
+        "game_intro_with_chat": "variants.game_intro_with_chat_exchanges2",
+        "game_intro_without_chat": "variants.game_intro_without_chat",
+        "norm_intro": "variants.norm_intro_bonus",
+        "norm_game_WC": "variants.norm_game_WC",
+        "norm_game_WoC": "variants.norm_game_WoC",
+    }
+    assert labelled.text_params("zh_hans") == {"choice_1": "鹿", "choice_2": "B", "cooperative_choice": "鹿"}
+    unpaid = load_text(paper.text.replace("norm_bonus = 10.0", "norm_bonus = 0"), "unpaid")
+    assert {slot: key for slot, key in unpaid.text_keys.items() if key != paper.text_keys[slot]} == {
+        "welcome_terms": "variants.welcome_terms_no_bonus", "norm_intro": "variants.norm_intro_no_bonus"}
