@@ -8,8 +8,9 @@ import re
 import sys
 from pathlib import Path
 
-from lab.data_dictionary import (APP_PLAYER_FIELDS, MANIFEST_KEYS, OTREE_BUILT_IN, OTREE_PARTICIPANT, OTREE_SESSION,
-                                 PAGE_TIMES, SESSION_KEYS, TABLES, Column, config_columns)
+from lab.data_dictionary import MANIFEST_KEYS, SESSION_KEYS, TABLES, Column
+from lab.data_dictionary_otree import (APP_PLAYER_FIELDS, OTREE_BUILT_IN, OTREE_PARTICIPANT, OTREE_SESSION, PAGE_TIMES,
+                                       config_columns)
 
 DATA_MD = Path(__file__).resolve().parent.parent / "docs" / "DATA.md"
 _BLOCK = re.compile(r"(<!-- generated: (\S+) .*?-->\n)(.*?)(<!-- end generated: \2 -->)", re.DOTALL)

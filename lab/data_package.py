@@ -4,8 +4,9 @@ The files: the tables of docs/DATA.md (the apps' custom exports), oTree's own ex
 session (one per app, the wide one, the page times), the frozen manifest as JSON, a README.txt,
 and a Frictionless Data Package (https://specs.frictionlessdata.io/data-package/)
 ``datapackage.json`` giving each file's SHA-256, bytes, row count and Table Schema (every
-column's name, type, description, unit and allowed values, from lab/data_dictionary.py, with the
-payoffs, choices, answer scales and currency the session was created with: lab/manifest.py).
+column's name, type, description, unit and allowed values, from lab/data_dictionary.py and, for
+oTree's files, lab/data_dictionary_otree.py, with the payoffs, choices, answer scales and
+currency the session was created with: lab/manifest.py).
 
 Three ways out, one package: the admin's *Data package* tab (lab/admin_views.py, a zip),
 ``python -m labserver export CODE --out DIR`` (the same zip) and ``labserver bots --export DIR``
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import data_dictionary as dd
+from lab import data_dictionary_otree as dd_otree
 from lab import manifest as lab_manifest
 
 UNDESCRIBED = "(not described in lab/data_dictionary.py)"
@@ -106,14 +108,14 @@ def session_files(session_code: str) -> list[DataFile]:
                                    table.booleans if table else dd.DIGITS, secrets, values))
     files.append(_csv_file(f"all_apps_wide_{code}.csv", _csv_text(lambda fp: otree.export.export_wide(fp, code)),
                            "oTree's wide export: one row per participant, every app's fields in every round",
-                           dd.otree_column, dd.DIGITS, secrets, values))
+                           dd_otree.otree_column, dd.DIGITS, secrets, values))
     for app in apps:
         files.append(_csv_file(f"{app}_{code}.csv", _csv_text(lambda fp: otree.export.export_app(app, fp, code)),
                                f"oTree's export of the app {app}: one row per participant and round",
-                               lambda name, app=app: dd.app_column(app, name), dd.DIGITS, secrets, values))
+                               lambda name, app=app: dd_otree.app_column(app, name), dd.DIGITS, secrets, values))
     files.append(_csv_file(f"PageTimes_{code}.csv", _page_times_text(code),
                            "oTree's page-time records: one row per page a participant completed",
-                           dd.PAGE_TIMES.get, dd.EITHER, secrets, values))
+                           dd_otree.PAGE_TIMES.get, dd.EITHER, secrets, values))
     manifest_json = json.dumps(lab_manifest.redact(manifest, secrets), indent=2, sort_keys=False,
                                ensure_ascii=False, default=str)
     files.append(DataFile(f"manifest_{code}.json", manifest_json.encode("utf-8"),

@@ -9,6 +9,7 @@ import pytest
 
 from analysis import manifest as analysis_manifest
 from lab import data_dictionary as dd
+from lab import data_dictionary_otree as dd_otree
 from lab import data_md
 from lab import manifest as lab_manifest
 
@@ -112,4 +113,4 @@ def test_analysis_reads_both_versions_and_compares_frozen_values_only(tmp_path):
 def test_model_settings_have_table_schema_types(annotation, expected):
     from typing import Optional
 
-    assert dd._annotation_type(Optional[eval(annotation)])[0] == expected
+    assert dd_otree._annotation_type(Optional[eval(annotation)])[0] == expected
