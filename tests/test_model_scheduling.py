@@ -189,6 +189,34 @@ def test_calls_cut_off_unanswered_grow_the_estimate_and_the_message_cites_what_w
     assert 0.99 <= model.expected_seconds(("message", 4)) < 1.2
 
 
+def test_forgetting_the_calls_cut_off_sends_the_next_call_and_keeps_the_answers():
+    """After an experimenter's pause (the server perhaps restarted) the calls cut off are forgotten:
+    a call refused before for the time they ran is sent; the answered calls' median stays."""
+    inner = DeadlineModel(1.0)
+    model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
+    message = OutputShape("message", 4)
+
+    async def shaped_call(name, seconds_left):
+        with call_options(CallOptions(shape=message)):
+            return await _call(model, name, seconds_left)
+
+    async def scenario():
+        await shaped_call("cut off", 0.3)
+        refused = await shaped_call("refused", 0.35)
+        forgotten = model.forget_cut_off_calls()
+        sent = await shaped_call("sent after the pause", 0.35)
+        model.forget_cut_off_calls()
+        await shaped_call("answered", 2.0)
+        return refused, forgotten, sent
+
+    refused, forgotten, sent = asyncio.run(scenario())
+    assert refused.error.startswith("not sent") and forgotten == 1  # a call not sent ran for nothing
+    assert inner.sent == ["cut off", "sent after the pause", "answered"]
+    assert "not sent" not in (sent.error or "")
+    assert model.forget_cut_off_calls() == 0
+    assert 0.99 <= model.expected_seconds(("message", 4)) < 1.2  # the answer stays
+
+
 def test_a_call_cut_off_by_its_caller_counts_as_at_least_as_long_as_it_ran():
     """A page settling the turn by the fallback cancels the call: it ran that long unanswered."""
     inner = SlowModel(5.0)

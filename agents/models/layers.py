@@ -156,6 +156,16 @@ class _Durations:
         with self._lock:
             self._by_kind[kind].append((time.monotonic(), seconds, answered))
 
+    def forget_unanswered(self) -> int:
+        """Drop the calls cut off unanswered (the answered ones stay); returns how many."""
+        with self._lock:
+            dropped = 0
+            for kind, calls in self._by_kind.items():
+                kept = [call for call in calls if call[2]]
+                dropped += len(calls) - len(kept)
+                self._by_kind[kind] = collections.deque(kept, maxlen=RECENT_CALLS)
+            return dropped
+
     def estimate(self, kind: Any) -> Optional[DurationEstimate]:
         """None when no call of this kind was measured of late."""
         with self._lock:
@@ -191,6 +201,12 @@ class RateLimitedModel:
         self._slots = _PerLoop(lambda: _DeadlineSlots(concurrency))
         self._window = _RequestsPerMinute(requests_per_minute) if requests_per_minute else None
         self.durations = _Durations()
+
+    def forget_cut_off_calls(self) -> int:
+        """Forget the calls cut off unanswered: after an experimenter's pause, in which the
+        model's server may have been restarted or replaced, they would keep every turn from being
+        sent until RECENT_SECONDS passed. Returns how many were forgotten."""
+        return self.durations.forget_unanswered()
 
     def expected_seconds(self, kind: Any = None) -> Optional[float]:
         """How long a call of ``kind`` takes (None: not measured of late)."""

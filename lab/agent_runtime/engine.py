@@ -160,6 +160,14 @@ class AgentEngine:
         with self._lock:
             return self._models.get(session_code)
 
+    def forget_cut_off_calls(self, session_code: str) -> int:
+        """The session's model forgets its calls cut off unanswered (``RateLimitedModel``;
+        a model without that layer has nothing to forget). Returns how many."""
+        layer = self.session_model(session_code)
+        while layer is not None and not hasattr(layer, "forget_cut_off_calls"):
+            layer = getattr(layer, "inner", None)
+        return 0 if layer is None else layer.forget_cut_off_calls()
+
     def budget(self, session_code: str) -> Optional[Budget]:
         with self._lock:
             return self._budgets.get(session_code)

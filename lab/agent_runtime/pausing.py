@@ -11,6 +11,10 @@ since it started), and then:
   settled memory with the time its new deadline leaves, as a turn redone after a restart; its
   calls so far go on record now (those in flight as ``abandoned``, charged their estimate), so
   every call the provider may bill is counted once.
+The session's model forgets its calls cut off unanswered before the resume: the experimenter may
+have paused to restart or replace its server, and the scheduler, which sends no call its recent
+cut-off calls say cannot finish in time, would otherwise send none for minutes (the redone turns
+included).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ def postpone_running_turns(session, paused_at: float, now: float) -> dict:
     from otree.database import dbq
 
     counts = dict(turns_postponed=0, turns_redone=0)
+    ENGINE.forget_cut_off_calls(session.code)
     apps = set(session.config.get("app_sequence") or ())
     for game, app in GAME_APPS.items():
         if app not in apps:
