@@ -1,16 +1,15 @@
-"""oTree settings: the 16 session configs of the paper (8 treatments x 2 game orders).
-
-Every parameter of the protocol (rounds, stage limits, payoffs' money value, fee, bonus,
-language) comes from ``protocol`` through ``lab.session_settings.config_defaults()`` and can be
-changed per session on oTree's "create session" page. Secrets come from the environment only.
+"""oTree settings: the session configs of experiments/paper.toml, the paper's 16 (8 treatments x 2
+game orders), each carrying the experiment's values (rounds, stage limits, message length, fee,
+money per point, bonus, language), which oTree's "create session" page lets the experimenter change
+per session. Secrets come from the environment only.
 """
 
 import sys
 from os import environ
 
-import protocol
-from lab import i18n, production
-from lab.session_settings import GAME_APPS, config_defaults
+import experiment_design
+from lab import i18n, offered_experiments, production
+from lab.session_settings import config_defaults, max_rounds_per_game
 
 if not environ.get("DATABASE_URL", "").strip():
     # An empty DATABASE_URL (e.g. `export DATABASE_URL=` to go back to SQLite) would reach
@@ -37,29 +36,18 @@ except ValueError as exc:
     sys.exit(str(exc))
 
 
-def _session_config(associate_type: str, label_setting: str, game_order: str) -> dict:
-    code = protocol.TREATMENT_CODES[associate_type]
-    first, second = protocol.GAME_ORDERS[game_order]
-    humans = associate_type == "human"
-    return dict(
-        name=f"{code.replace('-', '').lower()}_{label_setting}_{first.lower()}_first",
-        display_name=f"{code} · label-{label_setting} · {first}→{second}",
-        app_sequence=["instructions", GAME_APPS[first], GAME_APPS[second], "questionnaire", "payment"],
-        # H-H needs an even number of at least rounds+1 people (perfect strangers).
-        num_demo_participants=12 if humans else 2,
-        associate_type=associate_type,
-        label_setting=label_setting,
-        game_order=game_order,
-        doc=f"Treatment {code}, associates are {associate_type}; label-{label_setting}; "
-        f"game order {game_order}. Stage limits in seconds; money in {protocol.CURRENCY_CODE}.",
-    )
-
-
+# Every experiment file of experiments/ is checked at start: a server with a problem in any of them
+# does not start, and says every problem (python -m labserver check-experiment FILE checks one).
+EXPERIMENTS = {experiment.name: experiment for experiment in experiment_design.check_all_or_exit()}
+# The create page offers the experiments the pages can run (lab/offered_experiments.py: the
+# paper's design, its payoffs and session values aside); the others are checked above, and the
+# log says what keeps each from running.
+OFFERED_EXPERIMENTS = offered_experiments.offered(EXPERIMENTS)
 SESSION_CONFIGS = [
-    _session_config(associate_type, label_setting, game_order)
-    for associate_type in protocol.ASSOCIATE_TYPES
-    for label_setting in protocol.LABEL_SETTINGS
-    for game_order in protocol.GAME_ORDERS
+    config
+    for name in OFFERED_EXPERIMENTS
+    for config in experiment_design.session_configs(
+        EXPERIMENTS[name], server_language=config_defaults()["language"], max_rounds_per_game=max_rounds_per_game())
 ]
 
 SESSION_CONFIG_DEFAULTS = dict(config_defaults(), doc="")
@@ -78,7 +66,7 @@ ROOMS = [
     ),
 ]
 
-REAL_WORLD_CURRENCY_CODE = protocol.CURRENCY_CODE
+REAL_WORLD_CURRENCY_CODE = EXPERIMENTS["paper"].design.payment.currency
 REAL_WORLD_CURRENCY_DECIMAL_PLACES = 2
 USE_POINTS = True
 # The norm bonus is paid in money; as points it is fractional (10 CNY = 166.67 points).

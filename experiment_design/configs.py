@@ -1,6 +1,6 @@
 """oTree session configs from an experiment: one per treatment (associate type x label setting x game
 order), named as the paper's (``hf_informed_wc_first``) after the experiment's prefix, carrying the
-experiment's name (``experiment``) and its values as the flat session-config keys the create page
+experiment's name and its text's hash (``experiment``, ``experiment_sha256``) and its values as the flat session-config keys the create page
 shows and lets the experimenter change per session."""
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def session_configs(experiment, *, server_language: str | None = None,
                     game_order=order_name,
                     doc=doc if not prefix else f"{design.title}. {doc}",
                     experiment=experiment.name,
+                    experiment_sha256=experiment.text_sha256,
                     **values,
                 ))
     return configs

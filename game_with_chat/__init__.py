@@ -27,8 +27,6 @@ class C(BaseConstants):
     NAME_IN_URL = "game_with_chat"
     PLAYERS_PER_GROUP = None  # pairs in H-H, one human (and an agent seat) otherwise
     NUM_ROUNDS = max_rounds_per_game()
-    PAYOFFS = protocol.PAYOFFS
-    CHOICES = protocol.CHOICES
 
 
 class Subsession(BaseSubsession):
@@ -175,7 +173,7 @@ def read_round(player: Player) -> dict:
 
 
 # PAGES
-_shared = lab_game.shared_pages(__name__, GAME, choices=C.CHOICES, start_round=start_agent_turns,
+_shared = lab_game.shared_pages(__name__, GAME, start_round=start_agent_turns,
                                 read_messages=read_round)
 GameIntro, RoundStart, Decision, Result = _shared.GameIntro, _shared.RoundStart, _shared.Decision, _shared.Result
 

@@ -2,9 +2,9 @@ import html
 
 from otree.api import Bot, Submission, expect
 
-import protocol
 from lab import bots
 from lab.game import game_total
+from lab.session_game import session_game
 from . import (TABLES, Decision, GameIntro, Message, Message1, Message2, Read1, Read2, Result, own_message,
                received_message)
 
@@ -12,8 +12,7 @@ from . import (TABLES, Decision, GameIntro, Message, Message1, Message2, Read1, 
 def check_decision_page(player, page_html: str) -> None:
     """The decision page shows the payoff table and this round's messages, both ways, as escaped
     text (what each side sent in time; a missing one says so)."""
-    for own, other in protocol.PAYOFFS:
-        own_points, other_points = protocol.PAYOFFS[(own, other)]
+    for own_points, other_points in session_game(player.session).payoffs.values():
         expect(f"{own_points}, {other_points}", "in", page_html)
     expect('id="round-messages"', "in", page_html)
     for stage in (1, 2):

@@ -18,8 +18,6 @@ class C(BaseConstants):
     NAME_IN_URL = "game_without_chat"
     PLAYERS_PER_GROUP = None  # pairs in H-H, one human (and an agent seat) otherwise
     NUM_ROUNDS = max_rounds_per_game()
-    PAYOFFS = protocol.PAYOFFS
-    CHOICES = protocol.CHOICES
 
 
 class Subsession(BaseSubsession):
@@ -69,7 +67,7 @@ def finish_agent_round(player: Player):
 
 
 # PAGES
-_shared = lab_game.shared_pages(__name__, GAME, choices=C.CHOICES, start_round=start_agent_turns)
+_shared = lab_game.shared_pages(__name__, GAME, start_round=start_agent_turns)
 GameIntro, RoundStart, Decision, Result = _shared.GameIntro, _shared.RoundStart, _shared.Decision, _shared.Result
 
 

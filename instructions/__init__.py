@@ -10,7 +10,6 @@ import time
 
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models, widgets
 
-import protocol
 from lab import (app_registry, manifest, otree_language, request_guard, request_lock, rooms, session_creation,
                  session_settings)
 from lab.online import entry as online_entry
@@ -19,6 +18,7 @@ from lab.online import lobby as online_lobby
 from lab.online.config import is_online
 from lab.pages import TranslatedTimer, texts_for
 from lab.payoff_table import payoff_table_vars
+from lab.session_game import session_game
 
 # The first app of every session is imported by the server (and a bot run) at start: guard its
 # room entry, refuse addresses the database cannot take, and let a refused session leave nothing;
@@ -40,10 +40,9 @@ class C(BaseConstants):
     NAME_IN_URL = "instructions"
     PLAYERS_PER_GROUP = None
     NUM_ROUNDS = 1
-    PAYOFFS = protocol.PAYOFFS
-    # The quiz asks one's own points for each pair of choices, then about re-matching.
-    QUIZ_CASES = tuple(PAYOFFS)
-    QUIZ_POINT_OPTIONS = tuple(sorted({own for own, _ in PAYOFFS.values()}))
+    # The quiz asks one's own points for each pair of choices of the session's game (its choices
+    # are A and B: the fields' names), then about re-matching.
+    QUIZ_CASES = (("A", "A"), ("A", "B"), ("B", "A"), ("B", "B"))
 
 
 class Subsession(BaseSubsession):
@@ -55,7 +54,7 @@ class Group(BaseGroup):
 
 
 def _points_field():
-    return models.IntegerField(choices=list(C.QUIZ_POINT_OPTIONS), widget=widgets.RadioSelect)
+    return models.IntegerField(widget=widgets.RadioSelect)  # the options: quiz_points_options
 
 
 class Player(BasePlayer):
@@ -104,14 +103,27 @@ def creating_session(subsession: Subsession):
     manifest.freeze(subsession)  # after validation: a refused session records nothing
 
 
-def quiz_answer_key() -> dict:
-    key = {f"quiz_{own}{other}": protocol.payoff(own, other) for own, other in C.QUIZ_CASES}
+def quiz_points_options(session) -> tuple:
+    return session_game(session).own_points_options
+
+
+# oTree offers (and accepts) only these values in the quiz's points fields: {field}_choices.
+def quiz_AA_choices(player):
+    return list(quiz_points_options(player.session))
+
+
+quiz_AB_choices = quiz_BA_choices = quiz_BB_choices = quiz_AA_choices
+
+
+def quiz_answer_key(session) -> dict:
+    game = session_game(session)
+    key = {f"quiz_{own}{other}": game.points(own, other)[0] for own, other in C.QUIZ_CASES}
     key["quiz_same_associate"] = False
     return key
 
 
-def wrong_quiz_fields(answers: dict) -> list:
-    key = quiz_answer_key()
+def wrong_quiz_fields(session, answers: dict) -> list:
+    key = quiz_answer_key(session)
     return [name for name in QUIZ_FIELDS if answers.get(name) != key[name]]
 
 
@@ -134,7 +146,7 @@ def record_quiz_attempt(player: Player, answers: dict, passed: bool):
 
 def rules_vars(player: Player) -> dict:
     t = texts_for(player)
-    return dict(t=t, **payoff_table_vars(t))
+    return dict(t=t, **payoff_table_vars(t, session_game(player.session)))
 
 
 # PAGES
@@ -164,11 +176,11 @@ class Quiz(TranslatedTimer, Page):
         # After a failed attempt: its right answers stay selected, its wrong ones are marked
         # and cleared (read from the attempt's record, so a reload shows the same).
         previous = last_quiz_answers(player)
-        wrong = set(wrong_quiz_fields(previous)) if previous else set()
+        wrong = set(wrong_quiz_fields(player.session, previous)) if previous else set()
         questions = [
             dict(name=f"quiz_{own}{other}",
                  text=t["intro_quiz_points_question"].format(own=own, other=other),
-                 options=[(str(value), value) for value in C.QUIZ_POINT_OPTIONS])
+                 options=[(str(value), value) for value in quiz_points_options(player.session)])
             for own, other in C.QUIZ_CASES
         ] + [dict(name="quiz_same_associate", text=t["intro_quiz_same_associate"],
                   options=[("True", t["intro_quiz_yes"]), ("False", t["intro_quiz_no"])])]
@@ -183,7 +195,7 @@ class Quiz(TranslatedTimer, Page):
 
     @staticmethod
     def error_message(player: Player, values):
-        wrong = wrong_quiz_fields(values)
+        wrong = wrong_quiz_fields(player.session, values)
         record_quiz_attempt(player, values, passed=not wrong)
         if wrong:
             if screened_out(player):

@@ -2,15 +2,18 @@ import re
 
 from otree.api import Bot, SubmissionMustFail, expect
 
+from lab.session_game import session_game
+
 from . import C, Quiz, QuizAttempt, Rules, Welcome, quiz_answer_key
 
 
 class PlayerBot(Bot):
     def play_round(self):
         yield Welcome
-        expect("70, 70", "in", self.html)  # the payoff table comes from protocol.PAYOFFS
+        for own_points, other_points in session_game(self.session).payoffs.values():  # the session's game
+            expect(f"{own_points}, {other_points}", "in", self.html)
         yield Rules
-        correct = quiz_answer_key()
+        correct = quiz_answer_key(self.session)
         wrong = dict(correct, quiz_AB=correct["quiz_BA"])
         # Everyone fails once: the rules appear again and the attempt is on the record.
         yield SubmissionMustFail(Quiz, wrong)

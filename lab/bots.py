@@ -10,6 +10,7 @@ from __future__ import annotations
 from otree.api import expect
 
 import protocol
+from lab.session_game import session_game
 from lab.session_settings import params
 
 HOSTILE_MESSAGES = [
@@ -37,7 +38,7 @@ def times_out_decision(player) -> bool:
 
 
 def scripted_choice(player) -> str:
-    return protocol.CHOICES[(player.participant.id_in_session * 7 + player.round_number) % 3 == 0]
+    return session_game(player.session).choices[(player.participant.id_in_session * 7 + player.round_number) % 3 == 0]
 
 
 def plays_round(player) -> bool:
@@ -55,4 +56,4 @@ def check_agent_turn(player, tables, kind: str) -> None:
     turn = turns[0] if turns else None
     expect(turn is not None and turn.status in FINAL_STATUSES, True)
     if kind == "decision":
-        expect(turn.choice, "in", protocol.CHOICES)
+        expect(turn.choice, "in", session_game(player.session).choices)

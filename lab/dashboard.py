@@ -30,6 +30,7 @@ from lab import app_registry, interventions, pause
 from lab.online.config import is_online
 from lab.online.exit import on_last_page
 from lab.proposals import proposed_choice
+from lab.session_game import session_game
 from lab.session_settings import params
 
 # Past the longest stage limit plus this margin, a participant on a page counts as idle.
@@ -232,6 +233,7 @@ def experiment(session, codes: dict | None = None) -> dict:
     """Per game and round: cooperation (humans, agents), agreements and breaches (WC), humans'
     late messages and decisions, agents' fallbacks by reason; and each participant's points."""
     p = params(session)
+    cooperative = session_game(session).cooperative_choice
     codes = codes if codes is not None else {pp.id: pp.code for pp in session.get_participants()}
     games = {}
     points: Counter = Counter()
@@ -250,7 +252,7 @@ def experiment(session, codes: dict | None = None) -> dict:
             if r not in human or not choice:
                 continue
             if not seat_left:  # a dropped participant's seat after the drop is no human's choice (lab/game.py)
-                human[r][0] += choice == protocol.COOPERATE
+                human[r][0] += choice == cooperative
                 human[r][1] += 1
                 timed_out[r][0] += bool(choice_timed_out)
                 timed_out[r][1] += 1
@@ -272,7 +274,7 @@ def experiment(session, codes: dict | None = None) -> dict:
                 if status == FALLBACK:
                     fallbacks[reason or "unknown"][r][0] += 1
                 if kind == "decision" and choice is not None:
-                    agent[r][0] += choice == protocol.COOPERATE
+                    agent[r][0] += choice == cooperative
                     agent[r][1] += 1
         agreements = {r: [0, 0] for r in rounds}  # agreements, pair-rounds decided
         breaches = {r: [0, 0] for r in rounds}  # breaches, agreements
@@ -281,10 +283,10 @@ def experiment(session, codes: dict | None = None) -> dict:
             for (r, pair), choices in choices_by_pair.items():
                 agreements[r][1] += 1
                 proposals = latest.get((r, pair), {})
-                if len(choices) == 2 and set(proposals) == set(choices) and set(proposals.values()) == {protocol.COOPERATE}:
+                if len(choices) == 2 and set(proposals) == set(choices) and set(proposals.values()) == {cooperative}:
                     agreements[r][0] += 1
                     breaches[r][1] += 1
-                    breaches[r][0] += protocol.DEFECT in choices.values()
+                    breaches[r][0] += any(choice != cooperative for choice in choices.values())
         # A round nobody has reached yet has no counts (a gap in the plots, not a zero).
         reached = {r for r in rounds if human[r][1] or agent[r][1] or unsent[r][1] or agent_turns[r]}
         for counts in fallbacks.values():

@@ -12,7 +12,7 @@ Types are Table Schema types (https://specs.frictionlessdata.io/table-schema/); 
 A column whose allowed values, unit or description come from protocol.py (choices, payoffs,
 answer scales, the currency) is built from those values (``_from_protocol``): here, and so in
 DATA.md, from today's; in a session's data package from the values frozen with the session
-(``Column.of_session``, lab/manifest.py ``session_protocol_values``), so that the description
+(``Column.of_session``, lab/session_game.py ``session_protocol_values``), so that the description
 of a session's data is the protocol it ran.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import protocol
-from lab.manifest import protocol_values
+from lab.session_game import protocol_values
 
 EPOCH = "s (Unix epoch)"
 POINTS = "points"
@@ -42,7 +42,7 @@ class Column:
     type: str = "string"
     unit: str | None = None
     enum: tuple | None = None
-    # builds the column from protocol values (lab/manifest.py protocol_values); None: fixed
+    # builds the column from protocol values (lab/session_game.py protocol_values); None: fixed
     from_protocol: Callable[[dict], "Column"] | None = field(default=None, compare=False, repr=False)
 
     def of_session(self, values: dict) -> "Column":
@@ -261,6 +261,9 @@ MANIFEST_KEYS = {
     "packages": "versions of `otree`, `openai`, `anthropic`, `pydantic`, `jinja2`, and `python`",
     "session_config": "the session config as run (oTree's config dictionary, with every override; "
                       "secrets' values redacted)",
+    "experiment": "the experiment file the session was created from (docs/experiment-file.md): `name`, `file`, "
+                  "`text_sha256` (SHA-256 of the file's bytes), `design_sha256` (of its values as data: the "
+                  "analysis groups sessions by it) and `text`, the file as it was",
     "prompts": "`{file name under prompts/: SHA-256}` of every prompt template",
     "prompts_sha256": "one SHA-256 over `prompts`",
     "model_settings": "agent sessions: the model config as resolved at session creation "
@@ -273,8 +276,9 @@ MANIFEST_KEYS = {
     "stage_limits": "seconds per stage",
     "rounds_per_game": "rounds played in each game", "message_max_chars": "longest chat message, characters",
     "payoff_table": '`{"AA": [own, associate], "AB": …, "BA": …, "BB": …}` (own choice first): the payoffs the '
-                    "session ran with (its exports' points are the ones stored as it was played)",
-    "choices": "the choices, `[\"A\", \"B\"]` (A cooperates)",
+                    "session ran with, its experiment's (the pages computed its points from this record)",
+    "choices": "the choices, `[\"A\", \"B\"]`",
+    "cooperative_choice": "the choice counted as cooperation (the paper: `A`); empty: the game names none",
     "answer_scales": "the questionnaires' scales: `norm_intervals` (Q1, percent), `likert` (Q2-Q4, lowest and highest), "
                      "`llm_familiarity_levels` (Q5), `svo_steps` (Q6); the data package's allowed values come from "
                      "these, `payoff_table` and `choices`",

@@ -101,6 +101,8 @@ def config_columns() -> dict:
 
     columns = {
         "name": _c("session config name (settings.py)"),
+        "experiment": _c("the experiment the config was built from: experiments/NAME.toml (manifest: experiment)"),
+        "experiment_sha256": _c("SHA-256 of that file's bytes when the server started"),
         "associate_type": SESSION_KEYS["associate_type"], "label_setting": SESSION_KEYS["label_setting"],
         "game_order": SESSION_KEYS["game_order"],
         "language": _c("participants' language", enum=("zh_hans", "en")),

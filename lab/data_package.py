@@ -31,6 +31,7 @@ from pathlib import Path
 from lab import data_dictionary as dd
 from lab import data_dictionary_otree as dd_otree
 from lab import manifest as lab_manifest
+from lab import session_game
 
 UNDESCRIBED = "(not described in lab/data_dictionary.py)"
 README = "README.txt"
@@ -90,7 +91,7 @@ def session_files(session_code: str) -> list[DataFile]:
     secrets = lab_manifest.secret_values(dict(session.config))
     apps = list(session.config["app_sequence"])
     manifest = lab_manifest.session_manifest(session)
-    values = lab_manifest.session_protocol_values(manifest)
+    values = session_game.session_protocol_values(manifest)
     code = session_code
     files = []
     for app in apps:

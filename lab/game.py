@@ -15,12 +15,12 @@ from otree.api import Page, WaitPage
 from otree.database import db
 from sqlalchemy import bindparam
 
-import protocol
 from lab import baked_lookups, channels, matching, static_urls, timeout_worker  # noqa: F401  (patches at import)
 from lab import app_registry
 from lab.grouping import set_group_matrix
 from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.payoff_table import payoff_table_vars
+from lab.session_game import session_game
 from lab.session_settings import forget_session_id, params, params_of
 from lab.online.config import is_online
 from lab.online.lobby import has_lobby, page_waits_per_group
@@ -132,9 +132,10 @@ def conversation_id(player, game: str) -> str:
 
 def record_choice(player, choice: str | None, timed_out: bool, game: str) -> None:
     """A decision; no choice in time means a random one, flagged (SI Note 1)."""
-    if timed_out or choice not in protocol.CHOICES:
+    choices = session_game(player.session).choices
+    if timed_out or choice not in choices:
         rng = game_rng(player.session.code, game, player.participant.code, player.round_number)
-        choice = rng.choice(protocol.CHOICES)
+        choice = rng.choice(choices)
         timed_out = True
     player.choice = choice
     player.choice_timed_out = timed_out
@@ -142,7 +143,7 @@ def record_choice(player, choice: str | None, timed_out: bool, game: str) -> Non
 
 
 def settle_round(player, associate_choice: str) -> None:
-    own_points, associate_points = protocol.PAYOFFS[(player.choice, associate_choice)]
+    own_points, associate_points = session_game(player.session).points(player.choice, associate_choice)
     player.associate_choice = associate_choice
     player.associate_payoff = associate_points
     set_payoff(player, 0 if after_drop(player) else own_points)
@@ -199,7 +200,7 @@ def round_vars(player, game: str) -> dict:
         round_label=t["common_round_of"].format(round=player.round_number, rounds=p.rounds_per_game),
         game_label=t["common_game_of"].format(game_index=p.game_index(game)),
         stand_in_notice=stand_in_notice(player, p, t),
-        **payoff_table_vars(t),
+        **payoff_table_vars(t, session_game(player.session)),
     )
 
 
@@ -319,7 +320,7 @@ def _page_of(app_module: str, name: str, page_class):
     return page_class
 
 
-def shared_pages(app_module: str, game: str, *, choices, start_round, read_messages=None) -> SimpleNamespace:
+def shared_pages(app_module: str, game: str, *, start_round, read_messages=None) -> SimpleNamespace:
     """GameIntro, RoundStart, Decision and Result of a game app. ``start_round(subsession,
     players=None)`` runs when everyone (online: the group) has reached the round's start (it
     starts the agents' turns: of ``players``, or of everyone); the chat
@@ -375,7 +376,7 @@ def shared_pages(app_module: str, game: str, *, choices, start_round, read_messa
         @staticmethod
         def vars_for_template(player):
             variables = round_vars(player, game)
-            variables["choices"] = choices
+            variables["choices"] = session_game(player.session).choices
             variables["round_messages"] = RoundMessages(player, read_messages)
             if decision_shows_new_associate:
                 variables["show_new_associate"] = True

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import protocol
 from lab import app_registry
+from lab.session_game import frozen_record, protocol_values
 
 MANIFEST_COLUMNS = ["session_code", "key", "value", "value_at_export"]
 # 2: the record is frozen at session creation (provenance, differs_at_export, value_at_export).
@@ -49,9 +50,9 @@ REDACTED = "(redacted)"
 # Keys of the record that describe the moment, not the code: never compared with today's.
 _MOMENT_KEYS = {"created_at"}
 _KEY_ORDER = ("session_code", "treatment", "num_participants", "created_at", "project_version", "packages",
-              "session_config", "prompts", "prompts_sha256", "model_settings", "model_check", "session_budget",
-              "stage_limits", "rounds_per_game", "message_max_chars", "payoff_table", "choices", "answer_scales",
-              "payment")
+              "session_config", "experiment", "prompts", "prompts_sha256", "model_settings", "model_check",
+              "session_budget", "stage_limits", "rounds_per_game", "message_max_chars", "payoff_table", "choices",
+              "cooperative_choice", "answer_scales", "payment")
 
 
 def project_version() -> str:
@@ -77,6 +78,24 @@ def package_versions() -> dict:
             versions[name] = None
     versions["python"] = platform.python_version()
     return versions
+
+
+def session_experiment_now(config: dict):
+    """(the experiment, its record) of a session config's experiment file as it is now; the record
+    keeps its name, path, the hash of its text (``sha256sum`` of the file), the hash of its design
+    as data (the analysis groups sessions by it) and the text itself, so that the data say what ran
+    even after the file changed. The creation checked the file is the one the server started with;
+    one unreadable now (at an export) is (None, a record saying why): an export never fails for it."""
+    from lab.session_settings import SessionConfigError, session_experiment
+
+    name = config.get("experiment") or "paper"
+    try:
+        experiment = session_experiment({"experiment": name})
+    except SessionConfigError as exc:
+        return None, dict(name=name, file=f"experiments/{name}.toml", error=str(exc))
+    return experiment, dict(name=experiment.name, file=f"experiments/{experiment.name}.toml",
+                            text_sha256=experiment.text_sha256, design_sha256=experiment.canonical_hash,
+                            text=experiment.text)
 
 
 def prompt_hashes() -> dict:
@@ -118,29 +137,6 @@ def redact(value, secrets: list[str]):
     return value
 
 
-# --- the protocol's values --------------------------------------------------------------------------
-def protocol_values() -> dict:
-    """The values of protocol.py a session's data is read by: its payoffs, choices and answer
-    scales, frozen with the session (``creation_record``), and the currency."""
-    return dict(
-        payoff_table={f"{own}{other}": list(points) for (own, other), points in sorted(protocol.PAYOFFS.items())},
-        choices=list(protocol.CHOICES),
-        answer_scales=dict(norm_intervals=[list(bounds) for bounds in protocol.NORM_INTERVALS],
-                           likert=[protocol.LIKERT_MIN, protocol.LIKERT_MAX],
-                           llm_familiarity_levels=list(protocol.LLM_FAMILIARITY_LEVELS), svo_steps=protocol.SVO_STEPS),
-        currency=protocol.CURRENCY_CODE,
-    )
-
-
-def session_protocol_values(manifest: dict) -> dict:
-    """``protocol_values`` as the session's manifest froze them (today's for a value it lacks: a
-    session frozen before the value was)."""
-    values = protocol_values()
-    values.update({key: manifest[key] for key in values if key in manifest})
-    values["currency"] = (manifest.get("payment") or {}).get("currency") or values["currency"]
-    return values
-
-
 # --- the record ---------------------------------------------------------------------------------
 def _json(value):
     """As it reads back from JSON, so a frozen record and today's compare equal when equal."""
@@ -167,6 +163,8 @@ def creation_record(session) -> dict:
     config = {key: value for key, value in dict(session.config).items() if not callable(value)}
     p = params_from_config(config)
     prompts = prompt_hashes()
+    experiment, experiment_values = session_experiment_now(config)
+    game_values = protocol_values(experiment)
     model = None
     if p.with_agents:  # as resolved (ModelConfig holds a key's variable *name*, never the key)
         from agents.config import ConfigError, ModelConfig
@@ -182,6 +180,7 @@ def creation_record(session) -> dict:
         project_version=project_version(),
         packages=package_versions(),
         session_config=config,
+        experiment=experiment_values,
         prompts=prompts,
         prompts_sha256=hashlib.sha256(json.dumps(prompts, sort_keys=True).encode()).hexdigest(),
         model_settings=model,
@@ -191,9 +190,9 @@ def creation_record(session) -> dict:
         stage_limits=p.stage_limits,
         rounds_per_game=p.rounds_per_game,
         message_max_chars=p.message_max_chars,
-        **{key: value for key, value in protocol_values().items() if key != "currency"},
+        **{key: value for key, value in game_values.items() if key != "currency"},
         payment=dict(participation_fee=p.participation_fee, currency_per_point=p.currency_per_point,
-                     norm_bonus=p.norm_bonus, currency=protocol.CURRENCY_CODE),
+                     norm_bonus=p.norm_bonus, currency=game_values["currency"]),
     )
     return _json(redact(record, secret_values(config)))
 
@@ -206,11 +205,6 @@ def freeze(subsession) -> None:
         return
     record = dict(creation_record(session), created_at=time.time())
     Model.create(subsession=subsession, session_code=session.code, record=json.dumps(record, sort_keys=True))
-
-
-def frozen_record(session) -> dict | None:
-    row = app_registry.session_manifest_model().objects_filter(session_code=session.code).first()
-    return json.loads(row.record) if row is not None else None
 
 
 def session_manifest(session) -> dict:

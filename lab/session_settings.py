@@ -22,8 +22,9 @@ GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
 # The session's language (lab/i18n.py) -> the language of the agents' prompts.
 AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
 STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMITS}
-# A config's treatment, fixed by its name (settings.py): never edited per session.
-TREATMENT_KEYS = ("associate_type", "label_setting", "game_order")
+# What a session config's name fixes: its experiment (the file and its text's hash, as the server
+# started with them) and its treatment. Not on the create page; a creation may repeat, not change them.
+TREATMENT_KEYS = ("experiment", "experiment_sha256", "associate_type", "label_setting", "game_order")
 # The money a session pays or spends, and the least each may be: a show-up fee and a norm bonus
 # of 0 are designs (Prolific pays its own base); points worth nothing are no incentive.
 MONEY_KEYS = {"participation_fee": (0, "0 or more"), "real_world_currency_per_point": (None, "more than 0"),
@@ -32,6 +33,31 @@ MONEY_KEYS = {"participation_fee": (0, "0 or more"), "real_world_currency_per_po
 
 class SessionConfigError(ValueError):
     """A session config value that cannot run; the message says which and why."""
+
+
+# A session config without an experiment (made by hand, or before configs came from experiments/).
+DEFAULT_EXPERIMENT = "paper"
+
+
+def session_experiment(config: dict):
+    """The experiment a session config was built from (experiments/NAME.toml), as the server read it
+    at start: SessionConfigError when the file is gone, broken or edited since (its sessions' values
+    came from the file as it was then)."""
+    import experiment_design
+
+    name = config.get("experiment") or DEFAULT_EXPERIMENT
+    path = experiment_design.EXPERIMENTS_DIR / f"{name}.toml"
+    try:
+        experiment = experiment_design.load(path)
+    except (OSError, experiment_design.ExperimentError) as exc:
+        raise SessionConfigError(f"Session config 'experiment' is {name!r}, and experiments/{name}.toml cannot "
+                                 f"run now: {exc}. Fix the file and restart the server.") from None
+    started_with = config.get("experiment_sha256")
+    if started_with and started_with != experiment.text_sha256:
+        raise SessionConfigError(f"experiments/{name}.toml was edited after this server started, and its sessions' "
+                                 "settings are the file's as it was then: restart the server to run the file as it "
+                                 "is now (python -m labserver check-experiment checks it first).")
+    return experiment
 
 
 def max_rounds_per_game() -> int:
@@ -211,6 +237,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         if not ok:
             raise SessionConfigError(f"Session config '{key}' is {merged.get(key)!r}; it must be {expected}.")
     check_values(merged)
+    session_experiment(merged)
     try:
         p = params_from_config(merged)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -343,7 +370,8 @@ def check_overrides(config_name: str, config: dict, overrides) -> dict:
             if value != config.get(key):
                 raise SessionConfigError(
                     f"Session config '{key}' is fixed by the config's name: {config_name} runs "
-                    f"{key} {config.get(key)!r}, not {value!r}. Create a session of the config of that treatment.")
+                    f"{key} {config.get(key)!r}, not {value!r}. Create a session of the config of that "
+                    "experiment and treatment.")
             continue
         fields[key] = value
     check_values({**config, **fields})

@@ -19,6 +19,7 @@ from lab.online import exit as online_exit
 from lab.online.config import is_online
 from lab.online.lobby import page_waits_per_group, waits_per_group
 from lab.pages import TranslatedTimer, texts_for
+from lab.session_game import session_game
 from lab.session_settings import GAME_APPS, params
 from lab.wait_for_all import MovesEveryoneOn
 
@@ -93,15 +94,17 @@ app_registry.register_app(__name__, Player, interventions=Intervention, bonus_pa
 
 # FUNCTIONS
 def tally_games(player: Player):
-    """Points, decisions and A choices of the rounds the participant played (not their seat's
-    rounds after their drop, ``lab_game.after_drop``: they earn nothing, and count in no other
-    participant's norm estimate check)."""
+    """Points, decisions and cooperative choices (the session's game's; A in the paper) of the
+    rounds the participant played (not their seat's rounds after their drop,
+    ``lab_game.after_drop``: they earn nothing, and count in no other participant's norm estimate
+    check)."""
+    cooperative = session_game(player.session).cooperative_choice
     for game in protocol.GAMES:
         rounds = [pl for pl in lab_game.players_of(player.participant, GAME_APPS[game])
                   if pl.field_maybe_none("choice") and not lab_game.after_drop(pl)]
         setattr(player, f"points_{game}", int(sum(pl.payoff for pl in rounds)))
         setattr(player, f"decisions_{game}", len(rounds))
-        setattr(player, f"cooperations_{game}", sum(pl.choice == protocol.COOPERATE for pl in rounds))
+        setattr(player, f"cooperations_{game}", sum(pl.choice == cooperative for pl in rounds))
 
 
 def norm_estimate(player: Player, game: str):

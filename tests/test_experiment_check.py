@@ -287,3 +287,23 @@ def test_the_command_s_output_and_exit_status(tmp_path):
         f"{broken}: stage_limits.result: is 0: write a positive number of seconds"])
     status, lines = _command(tmp_path / "absent.toml", broken)
     assert status == 2 and lines[0] == f"{tmp_path / 'absent.toml'}: cannot be read: No such file or directory"
+
+
+def test_the_lab_server_does_not_start_with_a_broken_experiment_file(tmp_path):
+    """settings.py (what oTree imports first) checks every file of experiments/: here a folder with the
+    paper and a broken copy, given to the check in place of experiments/."""
+    shutil.copy(EXPERIMENTS_DIR / "paper.toml", tmp_path / "paper.toml")
+    (tmp_path / "broken.toml").write_text(
+        PAPER_TEXT.replace('session_config_prefix = ""', 'session_config_prefix = "broken_"')
+        .replace('cooperative_choice = "A"', 'cooperative_choice = "Z"'), encoding="utf-8")
+    start = ("import pathlib, sys, experiment_design; "  # the package's name `check` is the function
+             f"sys.modules['experiment_design.check'].EXPERIMENTS_DIR = pathlib.Path({str(tmp_path)!r}); "
+             "import settings")
+    result = processes.run([sys.executable, "-c", start], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "Refusing to start: the experiment files have these problems" in result.stderr
+    assert "broken.toml: game.cooperative_choice" in result.stderr
+    (tmp_path / "broken.toml").unlink()
+    result = processes.run([sys.executable, "-c", start + "; print(len(settings.SESSION_CONFIGS))"],
+                           cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["16"], result.stderr[-2000:]

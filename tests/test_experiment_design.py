@@ -82,20 +82,33 @@ def test_the_paper_file_holds_the_texts_and_prompts_the_code_uses(paper):
     assert paper.text_key("rules_body") == "intro_rules_body"
 
 
-def test_the_paper_s_session_configs_are_settings_py_s(paper):
-    """What settings.py builds today, config by config, in its order; the experiment's values the
-    configs carry are today's defaults (SESSION_CONFIG_DEFAULTS), so the sessions run as before."""
+def test_settings_py_offers_the_paper_s_16_sessions_as_they_were(paper):
+    """settings.py builds its configs from experiments/paper.toml: the paper's 16, with the names,
+    treatments and apps they had when settings.py built them from protocol.py, and the experiment's
+    values today's defaults (SESSION_CONFIG_DEFAULTS), so the sessions run as before."""
+    import protocol
     import settings
 
-    configs = paper.session_configs(server_language=settings.SESSION_CONFIG_DEFAULTS["language"],
-                                    max_rounds_per_game=settings.SESSION_CONFIG_DEFAULTS["rounds_per_game"])
-    assert [c["name"] for c in configs] == [c["name"] for c in settings.SESSION_CONFIGS]
-    for built, today in zip(configs, settings.SESSION_CONFIGS):
-        assert {key: built[key] for key in today} == today
-        assert built["experiment"] == "paper"
-        extra = {key: value for key, value in built.items() if key not in today and key != "experiment"}
-        assert extra == {key: settings.SESSION_CONFIG_DEFAULTS[key] for key in extra}
-        assert all(type(value) is type(settings.SESSION_CONFIG_DEFAULTS[key]) for key, value in extra.items())
+    before = []
+    for associate_type in protocol.ASSOCIATE_TYPES:
+        code = protocol.TREATMENT_CODES[associate_type]
+        for label_setting in protocol.LABEL_SETTINGS:
+            for game_order, (first, second) in protocol.GAME_ORDERS.items():
+                apps = {"WC": "game_with_chat", "WoC": "game_without_chat"}
+                before.append(dict(
+                    name=f"{code.replace('-', '').lower()}_{label_setting}_{first.lower()}_first",
+                    display_name=f"{code} · label-{label_setting} · {first}→{second}",
+                    app_sequence=["instructions", apps[first], apps[second], "questionnaire", "payment"],
+                    num_demo_participants=12 if associate_type == "human" else 2, associate_type=associate_type,
+                    label_setting=label_setting, game_order=game_order))
+    assert len(settings.SESSION_CONFIGS) == 16
+    for config, was in zip(settings.SESSION_CONFIGS, before, strict=True):
+        assert {key: config[key] for key in was} == was
+        assert config["experiment"] == "paper" and config["experiment_sha256"] == paper.text_sha256
+        values = {key: value for key, value in config.items()
+                  if key not in was and key not in ("experiment", "experiment_sha256", "doc")}
+        assert values == {key: settings.SESSION_CONFIG_DEFAULTS[key] for key in values}
+        assert all(type(value) is type(settings.SESSION_CONFIG_DEFAULTS[key]) for key, value in values.items())
 
 
 def test_the_examples_configs_are_named_after_their_experiment():
@@ -232,3 +245,30 @@ def test_each_difference_from_the_paper_shows_its_own_texts(paper):
     unpaid = load_text(paper.text.replace("norm_bonus = 10.0", "norm_bonus = 0"), "unpaid")
     assert {slot: key for slot, key in unpaid.text_keys.items() if key != paper.text_keys[slot]} == {
         "welcome_terms": "variants.welcome_terms_no_bonus", "norm_intro": "variants.norm_intro_no_bonus"}
+
+
+def test_a_session_runs_the_experiment_file_the_server_started_with(tmp_path, monkeypatch):
+    """The session's record keeps the file's text and hashes; a file edited after the server started
+    (its sessions' settings are the file's as it was then) refuses creation until a restart."""
+    import hashlib
+
+    import experiment_design
+    from lab.manifest import session_experiment_now
+    from lab.session_settings import SessionConfigError, session_experiment
+
+    paper_bytes = (EXPERIMENTS_DIR / "paper.toml").read_bytes()
+    record = session_experiment_now({"experiment": "paper"})[1]
+    assert record["text"].encode("utf-8") == paper_bytes
+    assert record["text_sha256"] == hashlib.sha256(paper_bytes).hexdigest()
+    assert record["design_sha256"] == load(EXPERIMENTS_DIR / "paper.toml").canonical_hash
+    assert session_experiment({"experiment": "paper", "experiment_sha256": record["text_sha256"]}).name == "paper"
+
+    (tmp_path / "paper.toml").write_bytes(paper_bytes.replace(b"rounds_per_game = 10", b"rounds_per_game = 8"))
+    monkeypatch.setattr(experiment_design, "EXPERIMENTS_DIR", tmp_path)
+    with pytest.raises(SessionConfigError, match="edited after this server started.*: restart the server"):
+        session_experiment({"experiment": "paper", "experiment_sha256": record["text_sha256"]})
+    assert session_experiment_now({"experiment": "paper"})[1]["text_sha256"] != record["text_sha256"]  # as differs_at_export
+    with pytest.raises(SessionConfigError, match="experiments/gone.toml cannot run now"):
+        session_experiment({"experiment": "gone"})
+    gone, gone_record = session_experiment_now({"experiment": "gone"})
+    assert gone is None and "cannot run now" in gone_record["error"]

@@ -109,13 +109,16 @@ def test_prompt_changed_after_the_session_does_not_change_its_manifest(tmp_path,
     assert created["project_version"] == commit, "a clean commit at creation"
     assert created["model_settings"]["provider"] == "simulated"
 
-    # After the session: a prompt is edited (not committed), the payoffs and norm intervals of
-    # protocol.py change, and an OpenAI key is set.
+    # After the session: a prompt is edited (not committed), the experiment's payoffs and
+    # protocol.py's norm intervals change, and an OpenAI key is set.
     prompt = project / "prompts" / "_game_rules.j2"
     prompt.write_text(prompt.read_text() + "\n{# edited after the session #}\n")
+    experiment = project / "experiments" / "paper.toml"
+    experiment.write_text(experiment.read_text().replace("A = { A = [70, 70], B = [10, 80] }",
+                                                         "A = { A = [90, 90], B = [5, 95] }").replace(
+        "B = { A = [80, 10], B = [40, 40] }", "B = { A = [95, 5], B = [40, 40] }"))
     rules = project / "protocol.py"
-    rules.write_text(rules.read_text().replace('("A", "A"): (70, 70)', '("A", "A"): (90, 90)').replace(
-        '("A", "B"): (10, 80)', '("A", "B"): (5, 95)').replace('("B", "A"): (80, 10)', '("B", "A"): (95, 5)').replace(
+    rules.write_text(rules.read_text().replace(
         "NORM_INTERVALS = ((0, 20), (20, 40), (40, 60), (60, 80), (80, 100))",
         "NORM_INTERVALS = ((0, 25), (25, 50), (50, 75), (75, 100))"))
     files = export_zip(project, database_url, code, tmp_path / "later", LAB_TEST_KEY=SECRET,
@@ -123,9 +126,11 @@ def test_prompt_changed_after_the_session_does_not_change_its_manifest(tmp_path,
     later = json.loads(files[f"manifest_{code}.json"])
     assert later["provenance"] == FROZEN
     for key in ("prompts", "prompts_sha256", "project_version", "packages", "model_settings", "session_config",
-                "stage_limits", "payoff_table", "choices", "answer_scales", "payment", "created_at"):
+                "stage_limits", "payoff_table", "choices", "answer_scales", "payment", "created_at", "experiment"):
         assert later[key] == created[key], key
     assert later["differs_at_export"]["payoff_table"]["AA"] == [90, 90]
+    assert created["experiment"]["text"] == (PROJECT / "experiments" / "paper.toml").read_text()
+    assert "A = { A = [90, 90]" in later["differs_at_export"]["experiment"]["text"]
     # The session's numbers: the decisions (both sides' points) as exported at creation, and its
     # package's allowed values the session's payoffs and intervals (today's would refuse its data).
     decisions = f"payment_custom_export_decisions_{code}.csv"

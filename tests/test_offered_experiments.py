@@ -1,0 +1,43 @@
+"""Which experiment files the create page offers: those whose design the pages can run (the paper's,
+its payoffs and session values aside), each other one with what keeps it from running."""
+
+from __future__ import annotations
+
+from experiment_design import EXPERIMENTS_DIR, load, load_text
+from lab.offered_experiments import not_runnable, offered
+
+PAPER = load(EXPERIMENTS_DIR / "paper.toml")
+
+
+def _variant(*replacements: tuple[str, str]):
+    text = PAPER.text.replace('session_config_prefix = ""', 'session_config_prefix = "variant_"')
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new)
+    return load_text(text, "variant")
+
+
+def test_the_paper_runs_and_so_does_a_copy_with_other_session_values():
+    assert not_runnable(PAPER, PAPER) == []
+    longer = _variant(("rounds_per_game = 10", "rounds_per_game = 6"), ("decision = 40", "decision = 25"),
+                      ("show_up_fee = 15.0", "show_up_fee = 20.0"))
+    assert not_runnable(longer, PAPER) == []
+
+
+def test_other_payoffs_run_without_agents_only_until_the_prompts_state_them():
+    humans_only = ('associate_types = ["human", "cooperative", "fair", "selfish"]', 'associate_types = ["human"]')
+    stag = ("A = { A = [70, 70], B = [10, 80] }", "A = { A = [80, 80], B = [10, 50] }")
+    assert not_runnable(_variant(stag, humans_only), PAPER) == []
+    assert "game.payoffs differ from the paper's, and the agents' prompts state the paper's" in \
+        not_runnable(_variant(stag), PAPER)
+
+
+def test_the_shipped_examples_say_what_keeps_them_from_running():
+    examples = {name: load(EXPERIMENTS_DIR / f"{name}.toml")
+                for name in ("stag_hunt", "fixed_partner_one_message", "tit_for_tat_en")}
+    assert not_runnable(examples["fixed_partner_one_message"], PAPER) == [
+        "games differs from the paper's", "matching differs from the paper's"]
+    tft = not_runnable(examples["tit_for_tat_en"], PAPER)
+    assert "personas differs from the paper's" in tft and "treatments.associate_types: tit_for_tat is not one of " \
+        "the paper's" in tft
+    assert offered({"paper": PAPER, **examples}) == ("paper",)
