@@ -43,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         "Machine annotation of the report's blind template: python -m analysis annotate REPORT_DIR "
         "--provider P [--model M] (see --help there). Exit status: 0 report written; 1 no decisions or "
         "participants table among the CSVs; 2 a path does not exist, is no CSV, zip or folder, or holds no "
-        "CSV, or the sessions' protocols differ (without --allow-mixed-protocols); 3 report written, but "
-        "more of the lab agents' decisions than --max-agent-fallback-share were random fallbacks."))
+        "CSV, or the sessions' protocols differ (without --allow-mixed-protocols) or their experiments do "
+        "(always); 3 report written, but more of the lab agents' decisions than --max-agent-fallback-share were "
+        "random fallbacks."))
     parser.add_argument("exports", nargs="+", help="data packages as downloaded (lab_session_CODE.zip) or "
                         "unzipped, folders (read recursively, zips in them too) or CSV files: exports, filled "
                         "annotation files, the motives file")
