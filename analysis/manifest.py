@@ -70,6 +70,20 @@ def experiment_of(manifest: dict) -> tuple[str, str | None]:
     return str(record.get("name") or "?"), record.get("design_sha256")
 
 
+def sessions_experiment(manifests: dict[str, dict]) -> ed.Experiment:
+    """The one experiment the sessions ran (after ``check_poolable``): from the text its record
+    keeps, or the paper's without a record (or without manifests). ValueError when the record
+    keeps no text to read it from."""
+    records = [m.get("experiment") for m in manifests.values() if isinstance(m.get("experiment"), dict)]
+    if not records:
+        return ed.load(ed.EXPERIMENTS_DIR / f"{PAPER}.toml")
+    record = records[0]
+    if not record.get("text"):
+        raise ValueError(f"the record of experiment {record.get('name')!r} keeps no text to read its design from"
+                         + (f" ({record['error']})" if record.get("error") else ""))
+    return ed.load_text(record["text"], record["name"])
+
+
 def experiment_differences(manifests: dict[str, dict]) -> list[str]:
     """One line naming which sessions ran which experiment when they ran more than one (by design
     hash: a comment or a file's name does not make another experiment); empty: one experiment."""
