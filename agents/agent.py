@@ -24,6 +24,7 @@ import time
 import uuid
 from typing import Any, Optional
 
+import experiment_design as ed
 import protocol
 
 from . import grammars, prompts
@@ -99,13 +100,15 @@ class PersonaAgent:
 
     def __init__(self, agent_id: str, persona: str, model: LanguageModel, *, language: str = "zh",
                  with_communication: bool = True, seed: Optional[int] = None, memory: Optional[str] = None,
-                 message_max_chars: int = protocol.MESSAGE_MAX_CHARS, journal: Optional[CallJournal] = None) -> None:
+                 message_max_chars: int = protocol.MESSAGE_MAX_CHARS, journal: Optional[CallJournal] = None,
+                 experiment: Optional[ed.Experiment] = None) -> None:
         if memory is None:  # the model config's (ModelConfig.memory), else the paper's "round"
             memory = getattr(getattr(model, "settings", None), "memory", None) or "round"
-        if persona not in prompts.PERSONA_NAMES:
-            raise ValueError(f"persona must be one of {tuple(prompts.PERSONA_NAMES)}, not {persona!r}")
-        if language not in prompts.LANGUAGES:
-            raise ValueError(f"language must be one of {prompts.LANGUAGES}, not {language!r}")
+        # The experiment its prompts, payoffs and choices come from (None: the paper's).
+        self.experiment = prompts.check(persona, language, experiment)
+        if self.experiment.choice_ids != protocol.CHOICES:  # the reply's format and grammar know these
+            raise ValueError(f"experiment {self.experiment.name}: the agents answer with the choices "
+                             f"{' and '.join(protocol.CHOICES)} only, not {' and '.join(self.experiment.choice_ids)}")
         if memory not in MEMORY_SCOPES:
             raise ValueError(f"memory must be one of {MEMORY_SCOPES}, not {memory!r}")
         self.agent_id = agent_id
@@ -113,6 +116,7 @@ class PersonaAgent:
         self.model = model
         self.language = language
         self.with_communication = with_communication
+        self.chat_exchanges = prompts.game_variables(self.experiment)["chat_exchanges"] if with_communication else 0
         self.seed = seed
         # "game": every earlier turn is re-sent (a chat across rounds); "round": only this round's
         # turns, past rounds reaching the model through the decision prompt's history lines.
@@ -127,34 +131,39 @@ class PersonaAgent:
     async def message_1(self, round_number: int, *, deadline: Optional[float]) -> TurnResult:
         if not self.with_communication:
             return self._misuse(round_number, TurnKind.MESSAGE_1)
-        prompt = prompts.message_1_prompt(round_number, self.persona, self.language)
+        prompt = prompts.message_1_prompt(round_number, self.persona, self.language, experiment=self.experiment)
         result = await self._turn(round_number, TurnKind.MESSAGE_1.value, prompt, deadline)
         self._round(round_number)["message_1"] = result.text
         return result
 
     async def message_2(self, round_number: int, *, associate_message_1: Optional[str],
                         deadline: Optional[float]) -> TurnResult:
-        if not self.with_communication:
+        if self.chat_exchanges < 2:
             return self._misuse(round_number, TurnKind.MESSAGE_2)
         state = self._round(round_number)
         state["associate_message_1"] = associate_message_1
-        prompt = prompts.message_2_prompt(state.get("message_1"), associate_message_1, self.language)
+        prompt = prompts.message_2_prompt(state.get("message_1"), associate_message_1, self.language,
+                                          experiment=self.experiment)
         result = await self._turn(round_number, TurnKind.MESSAGE_2.value, prompt, deadline)
         state["message_2"] = result.text
         return result
 
     async def decide(self, round_number: int, *, associate_message_2: Optional[str] = None,
-                     deadline: Optional[float]) -> TurnResult:
+                     deadline: Optional[float], associate_message_1: Optional[str] = None) -> TurnResult:
+        """``associate_message_1``: the associate's message where one exchange is the whole chat."""
         state = self._round(round_number)
         past = self.past_rounds(before=round_number)
         if self.with_communication:
+            if self.chat_exchanges == 1:
+                state["associate_message_1"] = associate_message_1
             state["associate_message_2"] = associate_message_2
             prompt = prompts.decision_prompt(
                 round_number, self.persona, history=past, total_payoff=sum(p.own_payoff for p in past),
                 own_message_1=state.get("message_1"), associate_message_1=state.get("associate_message_1"),
-                own_message_2=state.get("message_2"), associate_message_2=associate_message_2)
+                own_message_2=state.get("message_2"), associate_message_2=associate_message_2,
+                experiment=self.experiment)
         else:
-            prompt = prompts.decision_prompt(round_number, self.persona, history=past,
+            prompt = prompts.decision_prompt(round_number, self.persona, history=past, experiment=self.experiment,
                                              total_payoff=sum(p.own_payoff for p in past), with_communication=False)
         result = await self._turn(round_number, TurnKind.DECISION.value, prompt, deadline)
         state["choice"] = result.choice
@@ -164,7 +173,8 @@ class PersonaAgent:
         """The round's result as the lab settled it; shown in later decision prompts."""
         if own_choice not in protocol.CHOICES or associate_choice not in protocol.CHOICES:
             raise ValueError(f"choices must be in {protocol.CHOICES}")
-        own_payoff, associate_payoff = protocol.PAYOFFS[(own_choice, associate_choice)]
+        own_payoff, associate_payoff = (prompts.points(p) for p in
+                                        self.experiment.payoff_matrix[(own_choice, associate_choice)])
         self._round(round_number).update(choice=own_choice, associate_choice=associate_choice,
                                          payoff=own_payoff, associate_payoff=associate_payoff)
 
@@ -210,7 +220,8 @@ class PersonaAgent:
             elif record.status in REASKABLE and model_deadline - time.monotonic() >= MIN_REASK_SECONDS:
                 too_long = "message_too_long" in record.flags
                 reask = prompts.reask_prompt(is_decision, too_long=too_long, max_chars=self.message_max_chars,
-                                             problem=self._problem(kind, record.status, record.raw_reply))
+                                             problem=self._problem(kind, record.status, record.raw_reply),
+                                             experiment=self.experiment)
                 bad_reply = record.raw_reply or EMPTY_REPLY
                 refit = self._fit([ChatMessage("user", prompt), ChatMessage("assistant", bad_reply),
                                    ChatMessage("user", reask)], round_number)
@@ -374,8 +385,11 @@ class PersonaAgent:
                         # llm_constrained_output as this call had it, and the grammar it carried
                         "constrained_output": "on" if grammar else "off", "grammar_format": grammar,
                         "chinese_messages": self._writes_chinese(),
-                        "grammar": grammars.describe(grammar, options.shape, settings.max_tokens)},
-            prompt_version=prompts.prompt_version(),
+                        "grammar": grammars.describe(grammar, options.shape, settings.max_tokens),
+                        # another experiment than the paper's: its name and design hash (the paper's records as before)
+                        **({"experiment": self.experiment.name, "experiment_hash": self.experiment.canonical_hash}
+                           if self._prompt_experiment() else {})},
+            prompt_version=prompts.prompt_version(self._prompt_experiment()),
             messages=[{"role": m.role, "content": m.content} for m in sent],
             raw_reply=raw, parsed=parsed, status=status, error=error,
             simulated=settings.provider == "simulated",
@@ -412,7 +426,12 @@ class PersonaAgent:
                           started_at=now, finished_at=now)
 
     def _system_prompt(self) -> str:
-        return prompts.system_prompt(self.persona, self.language, with_communication=self.with_communication)
+        return prompts.system_prompt(self.persona, self.language, with_communication=self.with_communication,
+                                     experiment=self._prompt_experiment())
+
+    def _prompt_experiment(self) -> Optional[ed.Experiment]:
+        """None for the paper's (the prompt functions' default, cached once), else the experiment."""
+        return None if self.experiment is prompts.paper_experiment() else self.experiment
 
     def _context(self, round_number: int) -> list[ChatMessage]:
         return [ChatMessage(entry["role"], entry["content"]) for entry in self.conversation
@@ -435,12 +454,14 @@ class PersonaAgent:
         }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], model: LanguageModel) -> "PersonaAgent":
+    def from_state(cls, state: dict[str, Any], model: LanguageModel, *,
+                   experiment: Optional[ed.Experiment] = None) -> "PersonaAgent":
+        """``experiment``: the one the agent was made with (the session's; None: the paper's)."""
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"agent state version {state.get('version')!r} is not {STATE_VERSION}")
         agent = cls(state["agent_id"], state["persona"], model, language=state["language"],
                     with_communication=state["with_communication"], seed=state["seed"], memory=state["memory"],
-                    message_max_chars=state.get("message_max_chars", protocol.MESSAGE_MAX_CHARS))
+                    message_max_chars=state.get("message_max_chars", protocol.MESSAGE_MAX_CHARS), experiment=experiment)
         agent.conversation = [dict(entry) for entry in state["conversation"]]
         agent.rounds = {int(number): dict(r) for number, r in state["rounds"].items()}
         agent.turns = [dict(t) for t in state["turns"]]

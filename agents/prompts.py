@@ -1,9 +1,13 @@
-"""The paper's agent prompts (SI Note 5), rendered from ``prompts/*.j2`` with game state.
+"""The agents' prompts (SI Note 5), rendered from ``prompts/*.j2`` with an experiment and game state.
 
-The templates hold the text word for word; this module only fills the placeholders: payoffs and
-the message word limit from ``protocol``, the persona's role-play paragraph, the round's messages
-and the agent's past rounds. ``prompt_version()`` is a content hash of every template, recorded
-with each call, so a data set says exactly which prompts produced it.
+The templates hold the text word for word; this module only fills the placeholders, from the
+session's experiment (``experiment_design``): the choices and payoffs of the game rules, the
+matching and the number of message exchanges, the persona's name and role-play file, the system
+prompt, example dialogues and chat language of each language, and the message word limit; then
+the round's messages and the agent's past rounds. No experiment means the paper's
+(``experiments/paper.toml``), whose prompts are the paper's text. ``prompt_version()`` is a content
+hash of every template (and of an experiment's prompt files outside ``prompts/``), recorded with
+each call, so a data set says exactly which prompts produced it.
 
 Jinja2 is held at 2.11 by oTree's MarkupSafe pin: the templates use nothing newer.
 """
@@ -18,13 +22,14 @@ from typing import Optional
 
 import jinja2
 
+import experiment_design as ed
 import protocol
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
-LANGUAGES = ("zh", "en")
-# The persona names the paper's prompts use ("Remember that you are a {PERSONA_NAME} human").
-PERSONA_NAMES = {"cooperative": "COOPERATIVE", "fair": "FAIR-MINDED", "selfish": "INDIVIDUALISTIC"}
-CHAT_LANGUAGE_NAMES = {"zh": "Chinese", "en": "English"}
+PAPER_EXPERIMENT_FILE = ed.EXPERIMENTS_DIR / "paper.toml"
+# The agents name the paper's languages "zh" and "en" (lab/session_settings.py's AGENT_LANGUAGE);
+# an experiment names a language as its locale file does ("zh_hans"). Any other code is the experiment's own.
+LANGUAGE_CODES = {"zh": "zh_hans"}
 
 
 @dataclass(frozen=True)
@@ -39,15 +44,50 @@ class PastRound:
 
 
 @functools.lru_cache(maxsize=1)
+def paper_experiment() -> ed.Experiment:
+    """The paper's experiment: the prompts of a call without an experiment."""
+    return ed.load(PAPER_EXPERIMENT_FILE)
+
+
+def _experiment_language(language: str) -> str:
+    return LANGUAGE_CODES.get(language, language)
+
+
+def _paper_table(table: dict[str, str]) -> dict[str, str]:
+    """A per-language table of the paper's file, keyed by the agents' language codes."""
+    return {agent: table[_experiment_language(agent)] for agent in ("zh", "en")}
+
+
+LANGUAGES = tuple(_paper_table(paper_experiment().design.agents.chat_language))  # the paper's: ("zh", "en")
+# The persona names the paper's prompts use ("Remember that you are a {PERSONA_NAME} human").
+PERSONA_NAMES = {name: persona.prompt_name for name, persona in paper_experiment().design.personas.items()}
+CHAT_LANGUAGE_NAMES = _paper_table(paper_experiment().design.agents.chat_language)
+
+
+@functools.lru_cache(maxsize=1)
 def _template_sources() -> dict[str, str]:
     """Every agent template, read once: what is rendered is exactly what ``prompt_version`` hashes."""
     return {path.name: path.read_text(encoding="utf-8") for path in sorted(PROMPTS_DIR.glob("*.j2"))}
 
 
+def _template_name(path: str) -> str:
+    """The template of a prompt file an experiment names (relative to the project folder): a file of
+    ``prompts/`` by its name, any other by its path."""
+    parts = path.split("/")
+    return parts[1] if len(parts) == 2 and parts[0] == PROMPTS_DIR.name else path
+
+
+@functools.lru_cache(maxsize=64)
+def _project_file(name: str) -> Optional[str]:
+    """The text of a prompt file outside ``prompts/`` that an experiment names, read once."""
+    path = ed.PROJECT_DIR / name
+    return path.read_text(encoding="utf-8") if "/" in name and path.is_file() else None
+
+
 @functools.lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.DictLoader(_template_sources()),
+        loader=jinja2.ChoiceLoader([jinja2.DictLoader(_template_sources()), jinja2.FunctionLoader(_project_file)]),
         undefined=jinja2.StrictUndefined,  # a missing placeholder is an error, never blank text
         trim_blocks=True,
         lstrip_blocks=True,
@@ -56,56 +96,105 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render(template_name: str, **variables: object) -> str:
-    """Render one template by file name with explicit variables (used by the tests too)."""
-    return _environment().get_template(template_name).render(**variables).strip("\n")
+def points(value: float) -> int | float:
+    """A whole number of points as the prompts print it: 70, not 70.0."""
+    return int(value) if float(value).is_integer() else value
 
 
-@functools.lru_cache(maxsize=1)
-def prompt_version() -> str:
-    """Content hash of the agent templates (``prompts/*.j2``) as loaded, 12 hex digits."""
+@functools.lru_cache(maxsize=16)
+def game_variables(experiment: Optional[ed.Experiment] = None) -> dict[str, object]:
+    """What the templates say of the game: its choices (the ids the agents answer with), the payoffs,
+    the matching, the message exchanges of the game with chat and the message word limit."""
+    experiment = experiment or paper_experiment()
+    first, second = experiment.choice_ids
+    matrix = experiment.payoff_matrix
+    for choice in (first, second):
+        own, other = matrix[(choice, choice)]
+        if own != other:
+            raise ValueError(f"experiment {experiment.name}: the agents' rules say both receive the same when both "
+                             f"choose {choice}, but the payoffs are {own} and {other}")
+    with_chat = [game for game in experiment.game_ids if experiment.chat_exchanges(game)]
+    return dict(
+        choice_1=first, choice_2=second, matching=experiment.matching,
+        chat_exchanges=experiment.chat_exchanges(with_chat[0]) if with_chat else 0,
+        max_words=experiment.agent_message_max_words,
+        payoff_aa=points(matrix[(first, first)][0]), payoff_bb=points(matrix[(second, second)][0]),
+        payoff_ab_own=points(matrix[(first, second)][0]), payoff_ab_other=points(matrix[(first, second)][1]),
+        payoff_ba_own=points(matrix[(second, first)][0]), payoff_ba_other=points(matrix[(second, first)][1]),
+    )
+
+
+def render(template_name: str, experiment: Optional[ed.Experiment] = None, **variables: object) -> str:
+    """Render one template by file name with explicit variables (used by the tests too); what of the
+    game they do not give comes from ``experiment`` (default: the paper's)."""
+    return _environment().get_template(template_name).render(
+        {**game_variables(experiment), **variables}).strip("\n")
+
+
+@functools.lru_cache(maxsize=16)
+def prompt_version(experiment: Optional[ed.Experiment] = None) -> str:
+    """Content hash of the agent templates (``prompts/*.j2``) as loaded, and of the prompt files of
+    ``experiment`` outside ``prompts/`` (none for the paper's), 12 hex digits."""
+    sources = dict(_template_sources())
+    for path in experiment.referenced_files() if experiment is not None else ():
+        name = _template_name(path)
+        if name not in sources and (text := _project_file(name)) is not None:
+            sources[name] = text
     digest = hashlib.sha256()
-    for name, source in _template_sources().items():
+    for name, source in sources.items():
         digest.update(name.encode("utf-8") + b"\0" + source.encode("utf-8") + b"\0")
     return digest.hexdigest()[:12]
 
 
-def _check(persona: Optional[str] = None, language: Optional[str] = None) -> None:
-    if persona is not None and persona not in PERSONA_NAMES:
-        raise ValueError(f"persona must be one of {tuple(PERSONA_NAMES)}, not {persona!r}")
-    if language is not None and language not in LANGUAGES:
-        raise ValueError(f"language must be one of {LANGUAGES}, not {language!r}")
+def check(persona: Optional[str] = None, language: Optional[str] = None,
+          experiment: Optional[ed.Experiment] = None) -> ed.Experiment:
+    """The experiment the prompts come from (default: the paper's); ValueError for a persona or a
+    language it does not have."""
+    experiment = experiment or paper_experiment()
+    personas = tuple(experiment.design.personas)
+    if persona is not None and persona not in personas:
+        raise ValueError(f"persona must be one of {personas} (experiment {experiment.name}), not {persona!r}")
+    if language is not None and _experiment_language(language) not in experiment.design.languages:
+        known = tuple(experiment.design.languages)
+        raise ValueError(f"language must be one of {known} (experiment {experiment.name}), not {language!r}")
+    return experiment
 
 
-@functools.lru_cache(maxsize=32)
-def system_prompt(persona: str, language: str = "zh", *, with_communication: bool = True) -> str:
-    _check(persona, language)
-    return render(
-        f"system_{language}.j2",
-        example_dialogues=render(f"examples_{language}.j2"),
-        roleplay=render(f"roleplay_{persona}.j2"),
+def _file(path: str, experiment: ed.Experiment, **variables: object) -> str:
+    return render(_template_name(path), experiment, **variables)
+
+
+@functools.lru_cache(maxsize=64)
+def system_prompt(persona: str, language: str = "zh", *, with_communication: bool = True,
+                  experiment: Optional[ed.Experiment] = None) -> str:
+    experiment = check(persona, language, experiment)
+    code, agents = _experiment_language(language), experiment.design.agents
+    return _file(
+        agents.system_prompt[code], experiment,
+        example_dialogues=_file(agents.example_dialogues[code], experiment),
+        roleplay=_file(experiment.roleplay_file(persona, code), experiment),
         with_communication=with_communication,
-        max_words=protocol.AGENT_MESSAGE_MAX_WORDS,
-        payoff_aa=protocol.payoff("A", "A"),
-        payoff_bb=protocol.payoff("B", "B"),
-        payoff_ab_own=protocol.payoff("A", "B"),
-        payoff_ab_other=protocol.payoff("B", "A"),
-        payoff_ba_own=protocol.payoff("B", "A"),
-        payoff_ba_other=protocol.payoff("A", "B"),
     )
 
 
-def message_1_prompt(round_number: int, persona: str, language: str = "zh") -> str:
-    _check(persona, language)
-    return render("message_1.j2", round_number=round_number, persona_name=PERSONA_NAMES[persona],
-                  chat_language=CHAT_LANGUAGE_NAMES[language])
+def _chat_language(language: str, experiment: ed.Experiment) -> str:
+    return experiment.design.agents.chat_language[_experiment_language(language)]
 
 
-def message_2_prompt(own_message_1: Optional[str], associate_message_1: Optional[str], language: str = "zh") -> str:
+def message_1_prompt(round_number: int, persona: str, language: str = "zh", *,
+                     experiment: Optional[ed.Experiment] = None) -> str:
+    experiment = check(persona, language, experiment)
+    return render("message_1.j2", experiment, round_number=round_number,
+                  persona_name=experiment.persona_prompt_name(persona),
+                  chat_language=_chat_language(language, experiment))
+
+
+def message_2_prompt(own_message_1: Optional[str], associate_message_1: Optional[str], language: str = "zh", *,
+                     experiment: Optional[ed.Experiment] = None) -> str:
     """None for a message = it was not sent in time; the prompt says so plainly."""
-    _check(language=language)
-    return render("message_2.j2", own_message_1=own_message_1, associate_message_1=associate_message_1,
-                  chat_language=CHAT_LANGUAGE_NAMES[language])
+    experiment = check(language=language, experiment=experiment)
+    return render("message_2.j2", experiment, own_message_1=own_message_1, associate_message_1=associate_message_1,
+                  chat_language=_chat_language(language, experiment))
 
 
 def decision_prompt(
@@ -119,25 +208,26 @@ def decision_prompt(
     associate_message_1: Optional[str] = None,
     own_message_2: Optional[str] = None,
     associate_message_2: Optional[str] = None,
+    experiment: Optional[ed.Experiment] = None,
 ) -> str:
-    _check(persona)
-    common = dict(round_number=round_number, persona_name=PERSONA_NAMES[persona], history=history,
+    experiment = check(persona, experiment=experiment)
+    common = dict(round_number=round_number, persona_name=experiment.persona_prompt_name(persona), history=history,
                   total_payoff=total_payoff)
     if not with_communication:
-        return render("decision_woc.j2", **common)
-    return render("decision.j2", own_message_1=own_message_1, associate_message_1=associate_message_1,
+        return render("decision_woc.j2", experiment, **common)
+    return render("decision.j2", experiment, own_message_1=own_message_1, associate_message_1=associate_message_1,
                   own_message_2=own_message_2, associate_message_2=associate_message_2, **common)
 
 
 def reask_prompt(is_decision: bool, *, too_long: bool = False, max_chars: int = protocol.MESSAGE_MAX_CHARS,
-                 problem: Optional[str] = None) -> str:
+                 problem: Optional[str] = None, experiment: Optional[ed.Experiment] = None) -> str:
     """Our one-time re-ask after a malformed reply, or a message over the limit (not in the paper);
     ``problem`` (what the parser found wrong) is appended as one line, so the re-ask is never the
     request that failed."""
     if too_long and not is_decision:
-        text = render("reask_message_shorter.j2", max_chars=max_chars, max_words=protocol.AGENT_MESSAGE_MAX_WORDS)
+        text = render("reask_message_shorter.j2", experiment, max_chars=max_chars)
     else:
-        text = render("reask_decision.j2" if is_decision else "reask_message.j2")
+        text = render("reask_decision.j2" if is_decision else "reask_message.j2", experiment)
     if problem:
-        text += "\n" + render("reask_problem.j2", problem=" ".join(problem.split()).rstrip("."))
+        text += "\n" + render("reask_problem.j2", experiment, problem=" ".join(problem.split()).rstrip("."))
     return text

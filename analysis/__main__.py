@@ -43,8 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         "Machine annotation of the report's blind template: python -m analysis annotate REPORT_DIR "
         "--provider P [--model M] (see --help there). Exit status: 0 report written; 1 no decisions or "
         "participants table among the CSVs; 2 a path does not exist, is no CSV, zip or folder, or holds no "
-        "CSV, or the sessions' protocols differ (without --allow-mixed-protocols); 3 report written, but "
-        "more of the lab agents' decisions than --max-agent-fallback-share were random fallbacks."))
+        "CSV, or the sessions' protocols differ (without --allow-mixed-protocols) or their experiments do "
+        "(always); 3 report written, but more of the lab agents' decisions than --max-agent-fallback-share were "
+        "random fallbacks."))
     parser.add_argument("exports", nargs="+", help="data packages as downloaded (lab_session_CODE.zip) or "
                         "unzipped, folders (read recursively, zips in them too) or CSV files: exports, filled "
                         "annotation files, the motives file")
@@ -75,8 +76,20 @@ def main(argv: list[str] | None = None) -> int:
     except manifest.MixedProtocols as mixed:
         print(f"error: {mixed}", file=sys.stderr)
         return EXIT_MIXED_PROTOCOLS
+    try:
+        experiment = manifest.sessions_experiment(manifests)
+    except (ValueError, OSError) as problem:  # ExperimentError is a ValueError
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_MIXED_PROTOCOLS
+    if experiment.cooperative_choice is None:
+        print(f"error: experiment {experiment.name} names no cooperative choice (game.cooperative_choice), so there "
+              "is no cooperation rate, which every result of the report is about", file=sys.stderr)
+        return EXIT_MIXED_PROTOCOLS
+    print(f"experiment {experiment.name} (design {experiment.canonical_hash[:12]}): cooperation is choosing "
+          f"{experiment.cooperative_choice}")
     # --- end of manifests ---
-    analysis = run(list(args.exports), args.out, glm_degree=args.degree, include_stand_ins=args.include_stand_ins)
+    analysis = run(list(args.exports), args.out, glm_degree=args.degree, include_stand_ins=args.include_stand_ins,
+                   cooperative_choice=experiment.cooperative_choice)
     manifest.add_to_report(Path(args.out) / "report.html", manifests, differences)
     for problem in analysis.exports.problems:
         if problem.level != "info":

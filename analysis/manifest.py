@@ -9,15 +9,20 @@ which sessions have no frozen record (version 1, or created before the freeze). 
 their *protocols* agree: the participants' language, stage limits, rounds, message limit,
 payoff table, payment, the prompts' hash and, between agent sessions, the model settings.
 Treatment keys (associate type, label setting, game order) differ on purpose and are not
-compared; nor are software versions, which are reported but do not block.
+compared; nor are software versions, which are reported but do not block. Sessions of different
+experiments (the manifest's ``experiment``: its design hash; a manifest without one ran the
+paper's, experiments/paper.toml) are never pooled, not even with --allow-mixed-protocols.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from pathlib import Path
+
+import experiment_design as ed
 
 from analysis.inputs import collect
 from lab.manifest import FROZEN
@@ -41,6 +46,56 @@ AT_EXPORT = "value_at_export"
 
 class MixedProtocols(Exception):
     """Sessions whose protocols differ were asked to be pooled."""
+
+
+class MixedExperiments(MixedProtocols):
+    """Sessions of different experiments were asked to be pooled: never."""
+
+
+PAPER = "paper"
+
+
+@functools.lru_cache(maxsize=1)
+def _paper_design_hash() -> str:
+    return ed.load(ed.EXPERIMENTS_DIR / f"{PAPER}.toml").canonical_hash
+
+
+def experiment_of(manifest: dict) -> tuple[str, str | None]:
+    """(name, design hash) of the session's experiment: the manifest's record, or the paper's for a
+    session recorded before experiment files (its design was the paper's). The hash is None when
+    the record says the file could not be read."""
+    record = manifest.get("experiment")
+    if not isinstance(record, dict):
+        return PAPER, _paper_design_hash()
+    return str(record.get("name") or "?"), record.get("design_sha256")
+
+
+def sessions_experiment(manifests: dict[str, dict]) -> ed.Experiment:
+    """The one experiment the sessions ran (after ``check_poolable``): from the text its record
+    keeps, or the paper's without a record (or without manifests). ValueError when the record
+    keeps no text to read it from."""
+    records = [m.get("experiment") for m in manifests.values() if isinstance(m.get("experiment"), dict)]
+    if not records:
+        return ed.load(ed.EXPERIMENTS_DIR / f"{PAPER}.toml")
+    record = records[0]
+    if not record.get("text"):
+        raise ValueError(f"the record of experiment {record.get('name')!r} keeps no text to read its design from"
+                         + (f" ({record['error']})" if record.get("error") else ""))
+    return ed.load_text(record["text"], record["name"])
+
+
+def experiment_differences(manifests: dict[str, dict]) -> list[str]:
+    """One line naming which sessions ran which experiment when they ran more than one (by design
+    hash: a comment or a file's name does not make another experiment); empty: one experiment."""
+    if len(manifests) < 2:
+        return []
+    experiments = {code: experiment_of(m) for code, m in manifests.items()}
+    designs = {design for _, design in experiments.values()}
+    if len(designs) == 1 and None not in designs:
+        return []
+    return ["experiment: " + _sessions_by_value(
+        {code: f"{name} (design {design[:12] if design else 'unreadable'})"
+         for code, (name, design) in experiments.items()})]
 
 
 def load_manifests(paths) -> dict[str, dict]:
@@ -120,7 +175,12 @@ def protocol_differences(manifests: dict[str, dict]) -> list[str]:
 
 def check_poolable(manifests: dict[str, dict], *, allow_mixed: bool = False) -> list[str]:
     """Raise MixedProtocols (one line) when the protocols differ, unless ``allow_mixed``; return
-    the differences."""
+    the differences. Raise MixedExperiments when the sessions ran different experiments, always."""
+    mixed_experiments = experiment_differences(manifests)
+    if mixed_experiments:
+        raise MixedExperiments(
+            "the sessions ran different experiments, which are never pooled (" + " | ".join(mixed_experiments)
+            + "): analyse each experiment's sessions on their own")
     differences = protocol_differences(manifests)
     if differences and not allow_mixed:
         raise MixedProtocols(

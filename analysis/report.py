@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+import protocol
 from analysis import annotation, stand_ins, stats
 from analysis.comparisons import Section
 from analysis.load import Exports, load_exports
@@ -29,20 +30,24 @@ STATISTICS_NOTE = (
 
 
 def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
-        glm_degree: dict[str, int] | int | None = None, include_stand_ins: bool = False) -> Analysis:
+        glm_degree: dict[str, int] | int | None = None, include_stand_ins: bool = False,
+        cooperative_choice: str = protocol.COOPERATE) -> Analysis:
     """Load the exports, analyse them and write the report folder. Returns the analysis.
-    Online stand-in pair-rounds are left out unless ``include_stand_ins`` (analysis/stand_ins.py)."""
+    Online stand-in pair-rounds are left out unless ``include_stand_ins`` (analysis/stand_ins.py).
+    Cooperation is choosing ``cooperative_choice`` (the sessions' experiment's)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     exports = load_exports(export_dirs if isinstance(export_dirs, list) else [export_dirs])
     exports, _ = stand_ins.apply(exports, include=include_stand_ins)
-    return write_report(exports, out, glm_degree=glm_degree)
+    return write_report(exports, out, glm_degree=glm_degree, cooperative_choice=cooperative_choice)
 
 
-def write_report(exports: Exports, out: Path, *, glm_degree: dict[str, int] | int | None = None) -> Analysis:
+def write_report(exports: Exports, out: Path, *, glm_degree: dict[str, int] | int | None = None,
+                 cooperative_choice: str = protocol.COOPERATE) -> Analysis:
     out.mkdir(parents=True, exist_ok=True)
     template_path = out / TEMPLATE_NAME
-    analysis = analyse(exports, template_path=template_path, glm_degree=glm_degree)
+    analysis = analyse(exports, template_path=template_path, glm_degree=glm_degree,
+                       cooperative_choice=cooperative_choice)
     annotation.write_template(analysis.conversations, template_path, known=analysis.annotation_key)
     key = annotation.read_key(out / annotation.KEY_NAME)
     breaches = annotation.breach_template(analysis.conversations, key, exports.llm_calls)

@@ -421,14 +421,16 @@ def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Se
 
 # --- Everything --------------------------------------------------------------------------------
 def analyse(exports: Exports, *, template_path: Path | None = None,
-            glm_degree: dict[str, int] | int | None = None) -> Analysis:
-    """Compute every table and figure of the report from loaded exports."""
+            glm_degree: dict[str, int] | int | None = None,
+            cooperative_choice: str = protocol.COOPERATE) -> Analysis:
+    """Compute every table and figure of the report from loaded exports; cooperation is choosing
+    ``cooperative_choice`` (the sessions' experiment's)."""
     degrees = dict(PAPER_GLM_DEGREE)
     if isinstance(glm_degree, int):
         degrees = {setting: glm_degree for setting in degrees}
     elif glm_degree:
         degrees.update(glm_degree)
-    decisions = tidy.decisions_table(exports)
+    decisions = tidy.decisions_table(exports, cooperative_choice)
     annotation_key = exports.annotation_key.drop(columns=["_file"], errors="ignore")
     if template_path is not None:
         annotation_key = pd.concat([annotation_key, annotation.read_key(
@@ -442,7 +444,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
             exports.problems.append(Problem("annotations", annotation.ITEM, message))
     resolved = annotation.resolve(annotations)
     kappa = annotation.inter_annotator_agreement(annotations)
-    conversations = tidy.conversations_table(decisions, exports.messages, resolved)
+    conversations = tidy.conversations_table(decisions, exports.messages, resolved, cooperative_choice)
     sides = tidy.sides_table(conversations)
     participants = tidy.participants_table(exports, decisions, sides)
     agents = tidy.agents_table(exports, decisions, sides)

@@ -31,16 +31,17 @@ def fallback(decisions: pd.DataFrame) -> pd.Series:
     return decisions["timed_out"].astype(str).str.strip().str.lower().isin(("true", "1"))
 
 
-def agent_rates(decisions: pd.DataFrame) -> pd.DataFrame:
+def agent_rates(decisions: pd.DataFrame, cooperative_choice: str = protocol.COOPERATE) -> pd.DataFrame:
     """Per simulated agent and game: its persona, its associates' persona, the decisions its model
-    made, their cooperations and cooperation rate (NaN with none), and its fallbacks (random
-    choices, not counted). ``decisions``: the decisions table (the run folder's or the analysis's)."""
+    made, their cooperations (``cooperative_choice``: the experiment's) and cooperation rate (NaN
+    with none), and its fallbacks (random choices, not counted). ``decisions``: the decisions table
+    (the run folder's or the analysis's)."""
     own = decisions[(decisions["treatment"] == SIMULATION_TREATMENT) & (decisions["player_kind"] == "agent")].copy()
     for column in ("model", "matchup", "repeat"):
         own[column] = own[column].fillna("").astype(str) if column in own else ""
     own["fallback"] = fallback(own)
     own["made"] = ~own["fallback"]
-    own["cooperated"] = own["choice"].eq(protocol.COOPERATE) & own["made"]
+    own["cooperated"] = own["choice"].eq(cooperative_choice) & own["made"]
     own = own.rename(columns={"player_code": "agent_id", "associate_type": "associate_persona"})
     keys = AGENT_KEYS + ["persona", "associate_persona", "game"]
     rates = own.groupby(keys, sort=False).agg(decisions=("made", "sum"), cooperations=("cooperated", "sum"),

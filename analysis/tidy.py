@@ -16,19 +16,22 @@ GROUP_KEYS = ("session_code", "treatment", "associate_type", "label_setting")
 HEADLINE_GAME = "WC"  # the paper's main results are the game with communication
 
 
-def decisions_table(exports: Exports) -> pd.DataFrame:
+def decisions_table(exports: Exports, cooperative_choice: str = protocol.COOPERATE) -> pd.DataFrame:
+    """The decisions; ``cooperated``: the choice is the experiment's cooperative choice."""
     decisions = exports.decisions.drop(columns=["_file"], errors="ignore").copy()
-    decisions["cooperated"] = decisions["choice"] == protocol.COOPERATE
+    decisions["cooperated"] = decisions["choice"] == cooperative_choice
     return decisions.sort_values(["session_code", "game", "round", "conversation_id", "player_code"],
                                  ignore_index=True)
 
 
 def conversations_table(decisions: pd.DataFrame, messages: pd.DataFrame,
-                        labels: pd.DataFrame | None = None) -> pd.DataFrame:
+                        labels: pd.DataFrame | None = None, cooperative_choice: str = protocol.COOPERATE
+                        ) -> pd.DataFrame:
     """One row per pair-round of the WC game: both choices, the four messages, the labels.
 
     ``labels`` are the resolved annotations (``annotation.resolve``); with them come the
-    agreement and each side's promise breach: agreed on A/A, then chose B (SI Note 2).
+    agreement and each side's promise breach: agreed on A/A, then chose B (SI Note 2); with
+    another experiment, chose other than its ``cooperative_choice``.
     """
     wc = decisions[decisions["game"] == HEADLINE_GAME].copy()
     # Player 1 first: humans before agents, then the smaller code.
@@ -64,7 +67,8 @@ def conversations_table(decisions: pd.DataFrame, messages: pd.DataFrame,
         conversations["agreement"] = pd.Series(pd.NA, index=conversations.index, dtype="boolean")
     conversations["agreement"] = conversations["agreement"].astype("boolean")
     for side in ("p1", "p2"):
-        breached = conversations[f"{side}_choice"] == protocol.DEFECT
+        choice = conversations[f"{side}_choice"]
+        breached = choice.notna() & (choice != cooperative_choice)
         conversations[f"{side}_breached"] = breached.astype("boolean").where(conversations["agreement"] == True)  # noqa: E712
     return conversations.reset_index(drop=True)
 

@@ -156,3 +156,29 @@ def test_dashboard_mid_session_shows_who_holds_the_round_start(project_copy):
     assert agents["latency_n"] == 54 and agents["latency_p95"] <= 3.0
     assert data["earnings"]["participants"] == 9
     assert [w["round"] for w in data["round_start_waits"]] == [2]  # round 1's start has no previous page
+
+
+def test_sessions_of_different_experiments_are_never_pooled():
+    import experiment_design as ed
+
+    def ran(name):
+        experiment = ed.load(ed.EXPERIMENTS_DIR / f"{name}.toml")
+        return {"name": experiment.name, "file": f"experiments/{name}.toml", "text_sha256": experiment.text_sha256,
+                "design_sha256": experiment.canonical_hash, "text": experiment.text}
+
+    # a session recorded before experiment files ran the paper's design: it pools with the paper's
+    paper = {"old": _manifest("old"), "new": _manifest("new", experiment=ran("paper"))}
+    assert manifest.check_poolable(paper) == []
+    mixed = dict(paper, hunt=_manifest("hunt", experiment=ran("stag_hunt")))
+    for allow_mixed in (False, True):
+        with pytest.raises(manifest.MixedExperiments) as refusal:
+            manifest.check_poolable(mixed, allow_mixed=allow_mixed)
+        message = str(refusal.value)
+        assert "never pooled" in message and "stag_hunt (design " in message and "in hunt" in message
+        assert "paper (design " in message and "in new, old" in message
+    # the same design under another file's name is the same experiment; an unreadable record is not
+    renamed = dict(paper["new"]["experiment"], name="paper_copy")
+    assert manifest.check_poolable(dict(paper, copy=_manifest("copy", experiment=renamed))) == []
+    unreadable = {"name": "gone", "file": "experiments/gone.toml", "error": "cannot be read"}
+    with pytest.raises(manifest.MixedExperiments, match="gone \\(design unreadable\\)"):
+        manifest.check_poolable(dict(paper, gone=_manifest("gone", experiment=unreadable)))

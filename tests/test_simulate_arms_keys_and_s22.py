@@ -92,7 +92,7 @@ def test_the_s22_note_says_whether_the_budget_or_the_provider_stopped_the_run(tm
     monkeypatch.setenv(KEY_ENV, "dummy")
     drawn = {}
 
-    def keep_note(decisions, path, model_order=None, note=""):
+    def keep_note(decisions, path, model_order=None, note="", cooperative_choice="A"):
         drawn["note"] = note
         path.write_bytes(b"")
         return path

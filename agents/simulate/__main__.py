@@ -1,4 +1,6 @@
-"""``python -m agents.simulate CONFIG``: run (or continue) a tournament.
+"""``python -m agents.simulate CONFIG [--experiment FILE]``: run (or continue) a tournament of the
+design of an experiment file (default: the config's ``experiment``, else experiments/paper.toml);
+a file the experiment check refuses is refused with its problems (exit 2).
 
 ``python -m agents.simulate replay CONFIG EXPORT [--persona P]``: replay the human messages
 of a recorded lab session (its data package, or a folder of its exports) against the config's
@@ -32,12 +34,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents.simulate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", help="TOML file, e.g. configs/simulation_quick.toml")
+    parser.add_argument("--experiment", metavar="FILE",
+                        help="the experiment file whose design the agents play (its personas, payoffs, rounds, game "
+                             "and message exchanges, matching), e.g. experiments/stag_hunt.toml")
     parser.add_argument("--estimate", action="store_true",
                         help="print the number of calls and the estimated cost, then stop")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, experiment=args.experiment)
         if args.estimate:
             from .backend import agents_backend
             from .store import RunStore

@@ -16,9 +16,9 @@ class Backend:
     build_model: Callable[[Any, Any], Any]
     # limit in USD or None -> an object with ``.spent``
     new_budget: Callable[[Optional[float]], Any]
-    # (agent_id, persona, model, language, with_communication, seed) -> agent
+    # (agent_id, persona, model, language, with_communication, seed[, experiment]) -> agent
     new_agent: Callable[..., Any]
-    # (state, model) -> agent
+    # (state, model[, experiment]) -> agent
     restore_agent: Callable[[dict, Any], Any]
     # (ModelConfig, input_tokens, output_tokens) -> USD, or None when the price is unknown
     cost_of: Callable[[Any, int, int], Optional[float]]
@@ -36,9 +36,9 @@ def agents_backend() -> Backend:
         # The offline model records its own settings; the others send model_settings(cfg).
         return build_adapter(cfg).settings if cfg.provider == "simulated" else model_settings(cfg)
 
-    def new_agent(agent_id, persona, model, *, language, with_communication, seed):
+    def new_agent(agent_id, persona, model, *, language, with_communication, seed, experiment=None):
         return PersonaAgent(agent_id, persona, model, language=language,
-                            with_communication=with_communication, seed=seed)
+                            with_communication=with_communication, seed=seed, experiment=experiment)
 
     return Backend(
         build_model=lambda cfg, budget: build_model(cfg, budget=budget),

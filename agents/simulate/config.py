@@ -2,17 +2,21 @@
 
 The models are ``agents.config.ModelConfig`` tables plus an optional ``label`` (the name in
 tables and figures), so a simulation selects and limits a provider exactly like the lab does.
+The design the agents play is an experiment file's (``experiment``, default the paper's): its
+personas, payoffs, rounds, game, message exchanges and matching; the config may narrow the
+personas or rounds for a pilot.
 """
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-import protocol
+import experiment_design as ed
 
 
 class ModelEntry(BaseModel):
@@ -40,13 +44,16 @@ class SimulationConfig(BaseModel):
     name: str = Field(description="run id: the folder under output_dir and the session code prefix")
     output_dir: Path = Path("sim_runs")
     models: list[ModelEntry]
-    personas: list[str] = Field(default_factory=lambda: list(protocol.PERSONAS))
+    # The experiment file of the design (checked by load_config); None: the paper's, experiments/paper.toml.
+    experiment: Optional[Path] = None
+    # Default: the experiment's personas (those of its treatments) and rounds per game.
+    personas: Optional[list[str]] = None
     group_size: int = Field(10, ge=1)
     repeats: int = Field(5, ge=1)
-    rounds: int = Field(protocol.ROUNDS_PER_GAME, ge=1)
+    rounds: Optional[int] = Field(None, ge=1)
     self_play: bool = True
-    game: Literal["WC", "WoC"] = "WC"
-    language: Literal["en", "zh"] = "en"
+    game: Optional[Literal["WC", "WoC"]] = None  # default: the experiment's game with chat, else without
+    language: str = "en"  # the agents' language: "en", "zh" (the paper's Chinese chat), or the experiment's
     # What each agent re-sends (issue 10): "round" (the paper's: this round + the history lines)
     # or "game" (every earlier round too); a model table's own `memory` wins.
     llm_memory: Literal["round", "game"] = "round"
@@ -89,20 +96,59 @@ class SimulationConfig(BaseModel):
     def _build_annotation_model(cls, value: Any) -> Any:
         return ModelEntry.from_table(value) if isinstance(value, dict) else value
 
-    @field_validator("personas")
-    @classmethod
-    def _known_personas(cls, value: list[str]) -> list[str]:
-        unknown = [p for p in value if p not in protocol.PERSONAS]
+    @functools.cached_property
+    def design(self) -> ed.Experiment:
+        """The experiment the agents play (the paper's without ``experiment``)."""
+        from agents.prompts import paper_experiment
+
+        return paper_experiment() if self.experiment is None else ed.load(self.experiment)
+
+    def payoff(self, own: str, other: str) -> int | float:
+        from agents.prompts import points
+
+        return points(self.design.payoff(own, other))
+
+    @property
+    def matching(self) -> str:
+        return self.design.matching
+
+    @property
+    def chat_exchanges(self) -> int:
+        return self.design.chat_exchanges(self.game)
+
+    @property
+    def cooperative_choice(self) -> Optional[str]:
+        """The choice the cooperation rate counts; None: the experiment has none (no cooperation rate)."""
+        return self.design.cooperative_choice
+
+    def _from_experiment(self) -> None:
+        """The design's values the config leaves out, and the config's checked against the design."""
+        from agents import prompts
+
+        experiment = self.design
+        known = [p for p in experiment.design.treatments.associate_types if p != ed.HUMAN] \
+            or list(experiment.design.personas)
+        if self.personas is None:
+            self.personas = known
+        unknown = [p for p in self.personas if p not in experiment.design.personas]
         if unknown:
-            raise ValueError(f"unknown personas {unknown}; known: {list(protocol.PERSONAS)}")
-        if len(set(value)) != len(value):
+            raise ValueError(f"unknown personas {unknown}; known: {known} (experiment {experiment.name})")
+        if len(set(self.personas)) != len(self.personas):
             raise ValueError("personas must not repeat")
-        return value
+        if self.rounds is None:
+            self.rounds = experiment.rounds_per_game
+        if self.game is None:
+            self.game = "WC" if "WC" in experiment.game_ids else "WoC"
+        elif self.game not in experiment.game_ids:
+            raise ValueError(f"game {self.game} is not a game of experiment {experiment.name}: "
+                             f"{', '.join(experiment.game_ids)}")
+        prompts.check(language=self.language, experiment=experiment)  # ValueError names the languages
 
     @model_validator(mode="after")
     def _check(self) -> "SimulationConfig":
         if not self.models:
             raise ValueError("at least one model is needed")
+        self._from_experiment()
         for entry in self.models:  # the agents read their memory from their model's settings
             if "memory" not in entry.config.model_fields_set:
                 entry.config = entry.config.model_copy(update={"memory": self.llm_memory})
@@ -121,7 +167,7 @@ class SimulationConfig(BaseModel):
                     f"budget_usd is set but {', '.join(missing)} has no price in agents/prices.toml, so "
                     f"the budget could not hold: give price_input_per_mtok and price_output_per_mtok "
                     f"(USD per million tokens) in its model table, or remove budget_usd")
-        if self.rounds > self.group_size:
+        if self.rounds > self.group_size and self.matching == "perfect_strangers":
             # The rotation pairs agent i with (i + r) mod group_size: beyond group_size rounds
             # an agent would meet the same associate twice within one matchup.
             raise ValueError("rounds must not exceed group_size (each agent meets any other once)")
@@ -152,11 +198,17 @@ def read_toml(path: str | Path) -> dict:
 def load_config(path: str | Path, **overrides: Any) -> SimulationConfig:
     """Read and validate a TOML config; relative paths in it are relative to the working dir.
 
-    Raises ``agents.config.ConfigError`` with a plain message (file, key, what is wrong)."""
+    Raises ``agents.config.ConfigError`` with a plain message (file, key, what is wrong), or with
+    every problem the experiment file's check finds, one a line."""
     from agents.config import ConfigError
 
     data = read_toml(path)
-    data.update(overrides)
+    data.update({key: value for key, value in overrides.items() if value is not None})
+    if data.get("experiment") is not None:
+        problems = ed.check(data["experiment"])
+        if problems:
+            raise ConfigError("the experiment file has these problems (python -m labserver check-experiment checks "
+                              "it):\n" + "\n".join(str(problem) for problem in problems))
     try:
         return SimulationConfig(**data)
     except ValidationError as error:

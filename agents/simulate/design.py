@@ -1,15 +1,19 @@
 """The SI Note 4 design as plain data: matchups, their repeats, and who meets whom.
 
 Per model and persona p there is a group G_p of ``group_size`` agents, and for self-play a
-second group G'_p. A matchup (p, q) pairs G_p with G_q (G'_p when p == q). In round r agent i
-of the first group meets agent (i + r - 1) mod n of the second (a Latin-square rotation), so
-within a matchup nobody meets the same associate twice. One repeat of a matchup is a *unit*:
+second group G'_p. A matchup (p, q) pairs G_p with G_q (G'_p when p == q). Who meets whom follows
+the experiment's matching: perfect strangers (the paper's), in round r agent i of the first group
+meets agent (i + r - 1) mod n of the second (a Latin-square rotation), so within a matchup nobody
+meets the same associate twice; a fixed partner, agent i meets agent i every round; random, a
+seeded draw every round (the same associate may come again). One repeat of a matchup is a *unit*:
 its rounds run in order because the agents remember earlier rounds; units are independent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import random
 from dataclasses import dataclass
 
 from .cache import arm_scope
@@ -80,15 +84,22 @@ def units(config: SimulationConfig) -> list[Unit]:
     ]
 
 
-def games_of_round(unit: Unit, round_number: int, group_size: int) -> list[Game]:
-    return [
-        Game(unit, round_number, i, (i + round_number - 1) % group_size) for i in range(group_size)
-    ]
+def games_of_round(unit: Unit, round_number: int, group_size: int, matching: str = "perfect_strangers",
+                   seed: int = 0) -> list[Game]:
+    if matching == "fixed_partner":
+        partners = list(range(group_size))
+    elif matching == "random":
+        digest = hashlib.sha256(f"{seed}|{unit.id}|r{round_number}".encode()).digest()
+        partners = list(range(group_size))
+        random.Random(int.from_bytes(digest[:8], "big")).shuffle(partners)
+    else:
+        partners = [(i + round_number - 1) % group_size for i in range(group_size)]
+    return [Game(unit, round_number, i, partners[i]) for i in range(group_size)]
 
 
-def calls_per_game(game_type: str) -> int:
+def calls_per_game(game_type: str, chat_exchanges: int = 2) -> int:
     """First asks only (re-asks of malformed replies come on top): both agents' turns."""
-    turns_per_agent = 3 if game_type == "WC" else 1
+    turns_per_agent = 1 + chat_exchanges if game_type == "WC" else 1
     return 2 * turns_per_agent
 
 

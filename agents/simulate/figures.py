@@ -134,13 +134,14 @@ def counted_decisions(rates: pd.DataFrame, models: list[str]) -> str:
     return "; ".join(parts)
 
 
-def s22_figure(decisions: pd.DataFrame, model_order: list[str] | None = None, note: str = "") -> plt.Figure:
+def s22_figure(decisions: pd.DataFrame, model_order: list[str] | None = None, note: str = "",
+               cooperative_choice: str = protocol.COOPERATE) -> plt.Figure:
     from analysis.simulation import agent_rates, summarise
 
-    rates = agent_rates(decisions)  # the decisions the models made; random fallbacks apart
+    rates = agent_rates(decisions, cooperative_choice)  # the decisions the models made; random fallbacks apart
     models = _ordered(list(dict.fromkeys(rates["model"])), model_order)
     note = "\n".join(filter(None, [note, counted_decisions(rates, models)]))
-    personas = [p for p in protocol.PERSONAS if p in set(rates["persona"])]
+    personas = _ordered(list(dict.fromkeys(rates["persona"])), list(protocol.PERSONAS))
     by_persona = summarise(rates, ["model", "persona"])
     by_associate = summarise(rates, ["model", "persona", "associate_persona"])
     fig, axes = plt.subplots(1 + len(models), 1, figsize=(8, 2.6 * (1 + len(models))), squeeze=False)
@@ -159,15 +160,16 @@ def s22_figure(decisions: pd.DataFrame, model_order: list[str] | None = None, no
     return fig
 
 
-def figure_s22(decisions: pd.DataFrame, path: Path, model_order: list[str] | None = None, note: str = "") -> Path:
-    fig = s22_figure(decisions, model_order, note)
+def figure_s22(decisions: pd.DataFrame, path: Path, model_order: list[str] | None = None, note: str = "",
+               cooperative_choice: str = protocol.COOPERATE) -> Path:
+    fig = s22_figure(decisions, model_order, note, cooperative_choice)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 
 
 def figure_s23(decisions: pd.DataFrame, annotations: pd.DataFrame, path: Path,
-               model_order: list[str] | None = None) -> Path:
+               model_order: list[str] | None = None, cooperative_choice: str = protocol.COOPERATE) -> Path:
     """Draws what is labelled and says what is missing (an annotator may return no labels)."""
     agreements = resolved_agreements(annotations) if len(annotations) else pd.Series(dtype=bool)
     conversations = decisions.loc[decisions["player_kind"] == "agent", "conversation_id"].nunique()
@@ -177,9 +179,9 @@ def figure_s23(decisions: pd.DataFrame, annotations: pd.DataFrame, path: Path,
     agents = decisions[(decisions["player_kind"] == "agent") & ~fallback(decisions)
                        & decisions["conversation_id"].isin(agreements.index)].copy()
     agents["agreement"] = agents["conversation_id"].map(agreements).astype(bool)
-    agents["breach"] = agents["choice"].eq(protocol.DEFECT)
+    agents["breach"] = agents["choice"].ne(cooperative_choice)
     models = _ordered(list(dict.fromkeys(agents["model"])), model_order)
-    personas = [p for p in protocol.PERSONAS if p in set(agents["persona"])]
+    personas = _ordered(list(dict.fromkeys(agents["persona"])), list(protocol.PERSONAS))
     labelled = agents["conversation_id"].nunique()
     missing = f"agreement labels for {labelled} of {conversations} conversations"
     if not personas:
@@ -219,16 +221,18 @@ def _excluded_statuses(folder: Path) -> set[str]:
 
 
 def write_figures(tables_dir: Path, out_dir: Path, *, model_order: list[str] | None = None,
-                  games_excluded: int = 0) -> dict[str, Path]:
-    """S22 (and S23 when annotations are present); models in ``model_order`` (the config's)."""
+                  games_excluded: int = 0, cooperative_choice: str | None = protocol.COOPERATE) -> dict[str, Path]:
+    """S22 (and S23 when annotations are present); models in ``model_order`` (the config's). Both
+    count the experiment's ``cooperative_choice``: with none (a design without), no figure."""
     tables = read_tables(Path(tables_dir))
     out = Path(out_dir) / "figures"
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     note = exclusion_note(games_excluded, _excluded_statuses(Path(tables_dir))) if games_excluded else ""
-    if "decisions" in tables and len(tables["decisions"]):
-        written["S22"] = figure_s22(tables["decisions"], out / "S22_cooperation.png", model_order, note)
+    if "decisions" in tables and len(tables["decisions"]) and cooperative_choice is not None:
+        written["S22"] = figure_s22(tables["decisions"], out / "S22_cooperation.png", model_order, note,
+                                    cooperative_choice)
         if "annotations" in tables:
             written["S23"] = figure_s23(tables["decisions"], tables["annotations"],
-                                        out / "S23_agreements_breaches.png", model_order)
+                                        out / "S23_agreements_breaches.png", model_order, cooperative_choice)
     return written

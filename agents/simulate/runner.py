@@ -147,6 +147,8 @@ def fingerprints(config: SimulationConfig) -> dict[str, str]:
     """Per model, a hash of everything that shapes its answers (not speed limits or URLs)."""
     game_design = config.model_dump(include={"personas", "group_size", "rounds", "self_play", "game",
                                              "language", "seed", "use_stage_limits"})
+    if config.experiment is not None:  # the paper's runs keep the fingerprints they had
+        game_design["experiment"] = config.design.canonical_hash
     result = {}
     for entry in config.models:
         model = {k: v for k, v in entry.config.model_dump(mode="json").items()
@@ -154,6 +156,23 @@ def fingerprints(config: SimulationConfig) -> dict[str, str]:
         blob = json.dumps({"design": game_design, "model": model}, sort_keys=True, default=str)
         result[entry.label] = hashlib.sha256(blob.encode()).hexdigest()[:16]
     return result
+
+
+EXPERIMENT_RECORD = "experiment.json"
+
+
+def write_experiment_record(config: SimulationConfig) -> Path:
+    """The run's experiment in its folder: name, title, both hashes and the file's text as it ran."""
+    experiment = config.design
+    path = config.run_dir / EXPERIMENT_RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"name": experiment.name, "title": experiment.design.title,
+              "file": None if config.experiment is None else str(config.experiment),
+              "text_sha256": experiment.text_sha256, "canonical_hash": experiment.canonical_hash,
+              "cooperative_choice": experiment.cooperative_choice, "matching": experiment.matching,
+              "game": config.game, "chat_exchanges": config.chat_exchanges, "text": experiment.text}
+    path.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return path
 
 
 def _settings_of(backend: Backend, cfg: Any) -> Any:
@@ -165,7 +184,7 @@ def _settings_of(backend: Backend, cfg: Any) -> Any:
 
 def _all_games(config: SimulationConfig) -> list[design.Game]:
     return [g for u in design.units(config) for r in range(1, config.rounds + 1)
-            for g in design.games_of_round(u, r, config.group_size)]
+            for g in design.games_of_round(u, r, config.group_size, config.matching, config.seed)]
 
 
 async def estimate_plan(config: SimulationConfig, backend: Backend, store: RunStore) -> Plan:
@@ -375,6 +394,7 @@ async def run_tournament(config: SimulationConfig, *, backend: Optional[Backend]
     result.games_failed = sum(1 for k in all_keys if k in failed)
     for line in result.estimate_vs_actual():
         log(line)
+    result.outputs["experiment"] = write_experiment_record(config)
     result.outputs.update(write_tables(config, store.read_games(failed=True), config.run_dir))
     result.fallbacks = decision_fallbacks(result.outputs.get("decisions"))
     result.max_fallback_share = config.max_fallback_share
@@ -386,7 +406,10 @@ async def run_tournament(config: SimulationConfig, *, backend: Optional[Backend]
     finally:
         store.close()
     result.outputs.update(write_figures(config.run_dir, config.run_dir, model_order=[m.label for m in config.models],
-                                        games_excluded=result.games_excluded))
+                                        games_excluded=result.games_excluded,
+                                        cooperative_choice=config.cooperative_choice))
+    if config.cooperative_choice is None:
+        log(f"no cooperation rate: experiment {config.design.name} names no cooperative choice (no Figure S22)")
     for line in result.fallback_lines():
         log(line)
     if result.excluded_line():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import pandas as pd
 
@@ -56,8 +56,9 @@ class TableRows:
     come, so a big run never holds them in memory; decisions and messages are kept and sorted.
     """
 
-    def __init__(self, out_dir: Path) -> None:
+    def __init__(self, out_dir: Path, payoff: Callable[[str, str], Any] = protocol.payoff) -> None:
         self.out_dir = Path(out_dir)
+        self.payoff = payoff  # (own choice, other's) -> own points: the experiment's
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.decisions: list[dict[str, Any]] = []
         self.messages: list[dict[str, Any]] = []
@@ -93,8 +94,8 @@ class TableRows:
             "associate_kind": associate_kind, "conversation_id": conversation_id,
             "choice": decision["choice"], "timed_out": decision["status"] == TurnStatus.FALLBACK.value,
             "associate_choice": associate_choice,
-            "payoff": protocol.payoff(decision["choice"], associate_choice),
-            "associate_payoff": protocol.payoff(associate_choice, decision["choice"]),
+            "payoff": self.payoff(decision["choice"], associate_choice),
+            "associate_payoff": self.payoff(associate_choice, decision["choice"]),
             "decided_at": decision["finished_at"], **extra,
         })
         for stage, turn in enumerate(turns[:-1], start=1):
@@ -151,7 +152,7 @@ def write_tables(config: Any, records: Iterable[dict[str, Any]], out_dir: Path) 
     """The tables of the config's design from the run's game records (in any order).
 
     Records of failed games (``record["failed"]``) give only their calls, flagged."""
-    rows = TableRows(out_dir)
+    rows = TableRows(out_dir, config.payoff)
     wanted_models = {m.label for m in config.models}
     for record in records:
         if record["model"] not in wanted_models or record["repeat"] > config.repeats:

@@ -84,6 +84,9 @@ class Tournament:
         self.games_played = 0
         self.games_failed = 0
         self.with_communication = config.game == "WC"
+        self.chat_exchanges = config.chat_exchanges
+        # The paper's agents are made as before; another experiment's know it (prompts, payoffs).
+        self.experiment = {} if config.experiment is None else {"experiment": config.design}
         # With the lab's stage limits a turn that runs out of its stage falls back as in the lab
         # (the stage's random choice, no message): part of the result, as a late agent's turn is
         # in a session; without them a timeout is the provider's failure and the game is replayed.
@@ -111,7 +114,8 @@ class Tournament:
         answer. Calls already sent finish into the cache, so a rerun never pays for them again."""
         agents = self._agents_of(unit)
         for round_number in range(1, self.config.rounds + 1):
-            games = [g for g in design.games_of_round(unit, round_number, self.config.group_size)
+            games = [g for g in design.games_of_round(unit, round_number, self.config.group_size,
+                                                      self.config.matching, self.config.seed)
                      if g.key not in self.finished]
             outcomes = await asyncio.gather(*(self.play(g, agents[("a", g.pair)], agents[("b", g.index_b)])
                                               for g in games), return_exceptions=True)
@@ -128,12 +132,12 @@ class Tournament:
             for index in range(self.config.group_size):
                 latest = self.latest_states.pop((unit.id, side, index), None)
                 if latest is not None:
-                    agents[(side, index)] = self.backend.restore_agent(latest[1], model)
+                    agents[(side, index)] = self.backend.restore_agent(latest[1], model, **self.experiment)
                 else:
                     agents[(side, index)] = self.backend.new_agent(
                         unit.agent_id(side, index), persona, model, language=self.config.language,
                         with_communication=self.with_communication,
-                        seed=stable_int(f"{self.config.seed}|{unit.id}|{side}{index}"))
+                        seed=stable_int(f"{self.config.seed}|{unit.id}|{side}{index}"), **self.experiment)
         return agents
 
     async def play(self, game: design.Game, agent_a: Any, agent_b: Any) -> bool:
@@ -149,19 +153,23 @@ class Tournament:
             turns["b"].append(results[1])
             return results
 
-        second_a = second_b = None
+        first_a = first_b = second_a = second_b = None
         if self.with_communication:
             first_a, first_b = await both(
                 TurnKind.MESSAGE_1,
                 lambda d: agent_a.message_1(r, deadline=d), lambda d: agent_b.message_1(r, deadline=d))
+        if self.with_communication and self.chat_exchanges == 2:
             second_a, second_b = await both(
                 TurnKind.MESSAGE_2,
                 lambda d: agent_a.message_2(r, associate_message_1=first_b.text, deadline=d),
                 lambda d: agent_b.message_2(r, associate_message_1=first_a.text, deadline=d))
+        # With one exchange the decision is told the associate's only message.
+        only_a, only_b = ({"associate_message_1": first_b.text}, {"associate_message_1": first_a.text}) \
+            if self.with_communication and self.chat_exchanges == 1 else ({}, {})
         decision_a, decision_b = await both(
             TurnKind.DECISION,
-            lambda d: agent_a.decide(r, associate_message_2=second_b and second_b.text, deadline=d),
-            lambda d: agent_b.decide(r, associate_message_2=second_a and second_a.text, deadline=d))
+            lambda d: agent_a.decide(r, associate_message_2=second_b and second_b.text, deadline=d, **only_a),
+            lambda d: agent_b.decide(r, associate_message_2=second_a and second_a.text, deadline=d, **only_b))
         agent_a.record_outcome(r, decision_a.choice, decision_b.choice)
         agent_b.record_outcome(r, decision_b.choice, decision_a.choice)
         record = {
