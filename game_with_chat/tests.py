@@ -50,13 +50,13 @@ class PlayerBot(Bot):
         if bots.times_out_decision(self.player):
             yield Submission(Decision, timeout_happened=True)
             expect(self.player.choice_timed_out, True)
-            expect(self.player.choice, "in", ["A", "B"])
+            expect(self.player.choice, "in", session_game(self.session).choices)
         else:
             yield Decision, {"choice": bots.scripted_choice(self.player)}
             expect(self.player.choice_timed_out, False)
         if self.player.associate_kind == "agent":
             bots.check_agent_turn(self.player, TABLES, "decision")
         yield Result
-        expect(self.player.associate_choice, "in", ["A", "B"])
-        expect(self.player.payoff, "in", [10, 40, 70, 80])
+        expect(self.player.associate_choice, "in", session_game(self.session).choices)
+        expect(self.player.payoff, "in", session_game(self.session).own_points_options)
         expect(game_total(self.player), sum(p.payoff for p in self.player.in_all_rounds()))

@@ -1,6 +1,7 @@
 from otree.api import Bot, Submission, expect
 
 from lab import bots
+from lab.session_game import session_game
 from . import TABLES, Decision, GameIntro, Result
 
 
@@ -18,4 +19,4 @@ class PlayerBot(Bot):
         if self.player.associate_kind == "agent":
             bots.check_agent_turn(self.player, TABLES, "decision")
         yield Result
-        expect(self.player.associate_choice, "in", ["A", "B"])
+        expect(self.player.associate_choice, "in", session_game(self.session).choices)

@@ -1,12 +1,13 @@
 """Which experiments of experiments/ the lab's pages can run today, and why not the others.
 
 The pages read a session's game from its experiment (lab/session_game.py: payoffs, choices, the
-cooperative choice); the games played, the matching, the chat, the labels' words, the personas'
-prompts, the questionnaires and the texts still come from protocol.py and the paper's files. A
-design that differs from experiments/paper.toml only where the pages follow the session (the
-payoffs and the values a session config carries: rounds, limits, message length, money, the title,
-its config names, demo sizes) runs; any other difference is named here, and settings.py does not
-offer the file on the create page (the server's log says why).
+cooperative choice), and its agents' prompts come from it (agents/prompts.py); the games played,
+the matching, the chat, the labels' words, the personas, the questionnaires and the texts still
+come from protocol.py and the paper's files. A design that differs from experiments/paper.toml
+only where the lab follows the session (the payoffs, the agents' message length and the values a
+session config carries: rounds, limits, message length, money, the title, its config names, demo
+sizes), or runs a part of the paper's treatments or languages, runs; any other difference is named
+here, and settings.py does not offer the file on the create page (the server's log says why).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ logger = logging.getLogger("lab.experiments")
 FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payment", "demo_participants"}
 # A design may run a part of the paper's: some of its treatments, one of its languages.
 SUBSETS = {"treatments", "languages"}
-MESSAGES_NOT_FOLLOWED = {"agent_max_words"}  # the agents' prompts say the paper's
 FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
 # The paper's currency is what oTree's pages show (settings.REAL_WORLD_CURRENCY_CODE).
 PAYMENT_NOT_FOLLOWED = {"currency"}
@@ -39,11 +39,6 @@ def not_runnable(experiment, paper) -> list[str]:
               if field not in FOLLOWED_GAME and design["game"][field] != papers["game"][field]]
     found += [f"payment.{field} differs from the paper's" for field in sorted(PAYMENT_NOT_FOLLOWED)
               if design["payment"][field] != papers["payment"][field]]
-    found += [f"messages.{field} differs from the paper's" for field in sorted(MESSAGES_NOT_FOLLOWED)
-              if (design["messages"] or {}).get(field) != (papers["messages"] or {}).get(field)]
-    with_agents = any(kind != "human" for kind in design["treatments"]["associate_types"])
-    if with_agents and design["game"]["payoffs"] != papers["game"]["payoffs"]:
-        found.append("game.payoffs differ from the paper's, and the agents' prompts state the paper's")
     if bool(design["payment"]["norm_bonus"]) != bool(papers["payment"]["norm_bonus"]):
         found.append("payment.norm_bonus is off (the paper's texts announce a bonus)")
     return found

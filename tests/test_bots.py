@@ -12,8 +12,10 @@ import pytest
 import settings
 from tests.lab_server import run_bots
 
-HUMAN_CONFIGS = [c["name"] for c in settings.SESSION_CONFIGS if c["associate_type"] == "human"]
-AGENT_CONFIGS = [c["name"] for c in settings.SESSION_CONFIGS if c["associate_type"] != "human"]
+# The paper's configs, every one (another experiment's sessions: tests/test_experiment_sessions.py).
+PAPER_CONFIGS = [c for c in settings.SESSION_CONFIGS if c["experiment"] == "paper"]
+HUMAN_CONFIGS = [c["name"] for c in PAPER_CONFIGS if c["associate_type"] == "human"]
+AGENT_CONFIGS = [c["name"] for c in PAPER_CONFIGS if c["associate_type"] != "human"]
 SHORT = {"rounds_per_game": 3}
 
 

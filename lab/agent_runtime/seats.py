@@ -20,6 +20,7 @@ from lab import app_registry, baked_lookups
 from lab import game as lab_game
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.tables import GameTables
+from lab.session_game import frozen_experiment
 from lab.session_settings import AGENT_LANGUAGE, params, session_code_of
 
 
@@ -47,7 +48,8 @@ def create_seats(subsession, tables: GameTables) -> None:
         agent_id = lab_game.agent_id(seat)
         agent = PersonaAgent(agent_id, p.associate_type, model=None, language=language,
                              with_communication=tables.with_chat, seed=_agent_seed(subsession.session.code, tables.game, seat),
-                             memory=model_config(subsession.session).memory, message_max_chars=p.message_max_chars)
+                             memory=model_config(subsession.session).memory, message_max_chars=p.message_max_chars,
+                             experiment=frozen_experiment(subsession.session))
         tables.AgentSeat.create(subsession=subsession, seat=seat, agent_id=agent_id, persona=p.associate_type,
                                 state=json.dumps(agent.to_state()), updated_at=time.time())
 

@@ -26,6 +26,7 @@ from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.journal import ABANDONED, CallJournalFile, call_journal, forget_when_committed
 from lab.agent_runtime.page_bursts import yield_to_page_bursts
 from lab.agent_runtime.seats import _load_seats, _request_memo, _seat, _session_model_of, model_config
+from lab.session_game import frozen_experiment
 from lab.agent_runtime.tables import GameTables
 from lab.session_settings import params, params_of, session_code_of
 
@@ -158,6 +159,7 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
     """The turn as a coroutine on a copy of the settled memory: (TurnResult, new memory as JSON).
     ``after_page_burst``: a round's first turn, which lets the round start's page loads go first."""
     seat_state = _seat(player, tables).state  # parsed on the engine's thread, not the page's
+    experiment = frozen_experiment(player.session)  # read here: the engine's thread has no database
     kind, round_number = row.kind, player.round_number
     sends = not isinstance(model, _NoTimeLeft)
     journal = call_journal() if sends else None
@@ -167,7 +169,7 @@ def _turn_coroutine(player, tables: GameTables, row, turn_inputs: dict, model, d
     async def run_turn():
         if sends and after_page_burst:
             await yield_to_page_bursts(deadline)
-        agent = PersonaAgent.from_state(json.loads(seat_state), model)
+        agent = PersonaAgent.from_state(json.loads(seat_state), model, experiment=experiment)
         if sends:
             agent.journal = _TurnJournal(journal, context, key)
         if kind == TurnKind.MESSAGE_1.value:
@@ -369,7 +371,7 @@ def finish_round(player, tables: GameTables) -> None:
         return
     lab_game.settle_round(player, row.choice)
     seat = _seat(player, tables)
-    agent = PersonaAgent.from_state(json.loads(seat.state), model=None)
+    agent = PersonaAgent.from_state(json.loads(seat.state), model=None, experiment=frozen_experiment(player.session))
     agent.record_outcome(player.round_number, row.choice, player.choice)
     seat.state = json.dumps(agent.to_state(), ensure_ascii=False)
     seat.updated_at = time.time()

@@ -37,6 +37,7 @@ from lab import agent_runtime as agents
 from lab import app_registry
 from lab import game as lab_game
 from lab.agent_runtime.turns import SEAT_PLAYED
+from lab.session_game import frozen_experiment
 from lab.session_settings import GAME_APPS, params
 
 STAND_IN_SEAT_BASE = 100000
@@ -116,7 +117,8 @@ def stand_in_seat(tables, seat_player):
     persona = "fair" if chosen == "imitate" else chosen
     agent = PersonaAgent(participant.code, persona, model=None, language=AGENT_LANGUAGE[p.language],
                          with_communication=tables.with_chat, seed=_agent_seed(session.code, tables.game, number),
-                         memory=model_config(session).memory, message_max_chars=p.message_max_chars)
+                         memory=model_config(session).memory, message_max_chars=p.message_max_chars,
+                         experiment=frozen_experiment(session))
     if chosen == "imitate":
         for earlier in lab_game.players_of(participant, GAME_APPS[tables.game]):
             if earlier.round_number < seat_player.round_number and earlier.field_maybe_none("associate_choice"):
