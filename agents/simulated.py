@@ -9,7 +9,10 @@ exercised exactly as with a real model:
 - fair: proposes A/A and mostly keeps its word, breaking it with ``simulated_fair_break_rate``
   (the paper saw ~10 %), more often right after being exploited, and plays B when the associate
   announced B or said nothing;
-- selfish: often promises A (``SELFISH_PROMISE_RATE``) and mostly plays B (``SELFISH_DEFECT_RATE``).
+- selfish: often promises A (``SELFISH_PROMISE_RATE``) and mostly plays B (``SELFISH_DEFECT_RATE``);
+- reciprocating (an experiment's "RECIPROCATING" persona): proposes A/A, plays A first and then what
+  its associate played in the last round (tit for tat);
+- any other persona plays as fair.
 
 Seeded: a call's randomness comes from ``simulated_seed``, the call scope the agent sets
 (agent, seed, round, turn, attempt) and the prompt, so replies do not depend on the order
@@ -36,7 +39,7 @@ FAIR_DEFECT_RATE_WITHOUT_PROMISE = 0.7  # the associate announced B or said noth
 SELFISH_PROMISE_RATE = 0.7
 SELFISH_DEFECT_RATE = 0.9
 PERSONA_MARKERS = {"COOPERATIVE human": "cooperative", "FAIR-MINDED human": "fair",
-                   "INDIVIDUALISTIC human": "selfish"}
+                   "INDIVIDUALISTIC human": "selfish", "RECIPROCATING human": "reciprocating"}
 
 # Canned messages: (persona kind, language) -> options. "promise" proposes A/A, "threat" is B.
 MESSAGES = {
@@ -157,6 +160,9 @@ class SimulatedModel:
         associate_promised = any(_associate_proposes_a(line) for line in associate_lines)
         if persona == "cooperative":
             defect, reason = False, "I care about my associate and we agreed on A."
+        elif persona == "reciprocating":
+            defect = bool(past) and past[-1][2] == "B"
+            reason = "My associate chose B last round." if defect else "I return my associate's goodwill."
         elif persona == "selfish":
             defect = rng.random() < SELFISH_DEFECT_RATE
             reason = "B pays me more whatever my associate does." if defect else "A could pay 70 this time."

@@ -163,3 +163,19 @@ def test_the_paper_s_agent_records_as_before():
     result = asyncio.run(agent.decide(1, associate_message_2=None, deadline=None))
     assert "experiment" not in result.calls[0].parameters
     assert result.calls[0].prompt_version == prompts.prompt_version()
+
+
+def test_the_simulated_model_plays_a_reciprocating_persona_tit_for_tat():
+    experiment = load("tit_for_tat_en")
+    model = build_model(ModelConfig(provider="simulated", simulated_seed=3))
+
+    async def rounds(associate_choices):
+        agent = PersonaAgent("agent-1", "tit_for_tat", model, language="en", seed=1, experiment=experiment,
+                             with_communication=False)
+        choices = []
+        for number, associate in enumerate(associate_choices, start=1):
+            choices.append((await agent.decide(number, deadline=None)).choice)
+            agent.record_outcome(number, choices[-1], associate)
+        return choices
+
+    assert asyncio.run(rounds(["B", "A", "B", "B", "A"])) == ["A", "B", "A", "B", "B"]
