@@ -1,4 +1,4 @@
-"""oTree's per-request transaction and global lock, as plain ASGI middleware (issue 26).
+"""oTree's per-request transaction and global lock, as plain ASGI middleware.
 
 oTree 6 wraps every page request in ``CommitTransactionMiddleware``: take the global lock
 (``otree.middleware.lock2``), open a database session, run the page, commit (rollback on a 5xx),

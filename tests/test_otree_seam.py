@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,15 @@ def test_every_patch_module_says_what_it_replaces_and_why():
     assert recorded["written_for"] == otree_patches.WRITTEN_FOR
 
 
+def test_the_architecture_doc_has_every_patch_in_its_table_and_the_upgrade_steps():
+    doc = (PROJECT / "docs/ARCHITECTURE.md").read_text()
+    assert "\n## oTree upgrade\n" in doc  # the refusal's message sends the reader to #otree-upgrade
+    seam = doc.split("\n## The oTree seam\n")[1].split("\n## ")[0]
+    listed = set(re.findall(r"^\| `(\w+\.py)`", seam, flags=re.MULTILINE))
+    assert listed == {f"{patch.__name__.rpartition('.')[2]}.py" for patch in otree_patches.patch_modules()} | {
+        "reads.py"}
+
+
 def test_another_otree_version_is_refused(monkeypatch):
     monkeypatch.setattr(otree_patches, "installed_otree_version", lambda: "6.1.0")
     monkeypatch.delenv(otree_patches.ALLOW_VERSION_VARIABLE, raising=False)
@@ -69,6 +79,25 @@ def test_another_otree_version_is_refused(monkeypatch):
     message = str(refused.value)
     assert "oTree 6.1.0 is installed" in message and f"written for oTree {otree_patches.WRITTEN_FOR}" in message
     assert "docs/ARCHITECTURE.md#otree-upgrade" in message and "LAB_ALLOW_OTREE_VERSION=6.1.0" in message
+
+
+FAKED_VERSION = r'''
+import importlib.metadata
+real = importlib.metadata.version
+importlib.metadata.version = lambda name: "6.1.0" if name == "otree" else real(name)
+from otree.main import setup
+setup()  # imports the apps, as every oTree process does first
+print("started")
+'''
+
+
+def test_an_otree_process_on_another_version_stops_before_it_starts(monkeypatch):
+    monkeypatch.delenv(otree_patches.ALLOW_VERSION_VARIABLE, raising=False)
+    refused = run([sys.executable, "-c", FAKED_VERSION])
+    assert refused.returncode == 1 and "started" not in refused.stdout
+    assert refused.stderr.startswith("Refusing to start: oTree 6.1.0 is installed")
+    allowed = run([sys.executable, "-c", FAKED_VERSION], LAB_ALLOW_OTREE_VERSION="6.1.0")
+    assert allowed.returncode == 0 and "started" in allowed.stdout and "WARNING: oTree 6.1.0" in allowed.stderr
 
 
 def test_another_otree_version_runs_when_allowed_with_a_loud_warning(monkeypatch, capsys):
