@@ -2,9 +2,11 @@
 
 One module per thing patched. Each starts with ``REPLACES:`` (the oTree names it replaces or
 wraps), then why (oTree's fault or limit, and what a lab would see without the patch), then how
-to check it is still needed; each has ``TARGETS`` (the dotted names it replaces, wraps or relies
-on, fingerprinted by tests/test_otree_seam.py) and ``install()``. ``reads.py`` lists what the
-project reads or overrides of oTree's private parts without patching it.
+to check it is still needed; each has ``TARGETS`` (the dotted names it replaces, wraps, copies or
+relies on, fingerprinted by tests/otree_fingerprints.py), ``REPLACED`` (those that hold the
+patch's code once it is applied: tests/test_otree_seam.py finds each in force, once) and
+``install()`` (idempotent). ``reads.py`` lists what the project reads or overrides of oTree's
+private parts without patching it.
 
 Importing any module of the project installs nothing. ``install()`` below applies every patch,
 once, in ``patch_modules()``' order; it is called by ``lab.app_start.register_app``, which the first
