@@ -10,8 +10,8 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models
 
 import protocol
-from lab import agent_models, agent_pages, app_registry, notices
-from lab.online import dropouts, presence  # noqa: F401  (online sessions: patches oTree's pages at import)
+from lab import agent_models, agent_pages, app_start, notices
+from lab.online import dropouts
 from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.game import is_played, stage_timeout
@@ -77,7 +77,7 @@ class Message(ExtraModel):
 
 AgentSeat, AgentTurn, LlmCall = agent_models.define(__name__, Subsession, Player)
 TABLES = agents.GameTables(GAME, Player, Message, AgentSeat, AgentTurn, LlmCall)
-app_registry.register_app(__name__, Player, tables=TABLES)
+app_start.register_app(__name__, Player, tables=TABLES)
 
 
 # FUNCTIONS

@@ -4,8 +4,8 @@ associate every round, the same limits and payoffs as the game with chat."""
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, models
 
 import protocol
-from lab import agent_models, agent_pages, app_registry
-from lab.online import dropouts, presence  # noqa: F401  (online sessions: patches oTree's pages at import)
+from lab import agent_models, agent_pages, app_start
+from lab.online import dropouts
 from lab import agent_runtime as agents
 from lab import game as lab_game
 from lab.session_settings import max_rounds_per_game, params
@@ -47,7 +47,7 @@ class Player(BasePlayer):
 
 AgentSeat, AgentTurn, LlmCall = agent_models.define(__name__, Subsession, Player)
 TABLES = agents.GameTables(GAME, Player, None, AgentSeat, AgentTurn, LlmCall)
-app_registry.register_app(__name__, Player, tables=TABLES)
+app_start.register_app(__name__, Player, tables=TABLES)
 
 
 # FUNCTIONS

@@ -10,28 +10,13 @@ import time
 
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models, widgets
 
-from lab import (app_registry, manifest, otree_language, request_guard, request_lock, rooms, session_creation,
-                 session_settings)
-from lab.online import entry as online_entry
+from lab import app_start, manifest, session_settings
 from lab.online import exit as online_exit
 from lab.online import lobby as online_lobby
 from lab.online.config import is_online
 from lab.pages import TranslatedTimer, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_game import session_game
-
-# The first app of every session is imported by the server (and a bot run) at start: guard its
-# room entry, refuse addresses the database cannot take, and let a refused session leave nothing;
-# online sessions: read Prolific's study link, and let those who leave early skip to the exit;
-# hold oTree's global lock no longer than a request needs (lab/request_lock.py); oTree's own
-# participant-facing texts in each session's language (lab/otree_language.py).
-otree_language.install()
-rooms.install()
-request_lock.install()
-request_guard.install()
-session_creation.install()
-online_entry.install()
-online_exit.install()
 
 doc = __doc__
 
@@ -86,7 +71,7 @@ class SessionManifest(ExtraModel):
     record = models.LongStringField()  # JSON
 
 
-app_registry.register_app(__name__, Player, session_manifest=SessionManifest)
+app_start.register_app(__name__, Player, session_manifest=SessionManifest)
 
 
 QUIZ_FIELDS = ["quiz_AA", "quiz_AB", "quiz_BA", "quiz_BB", "quiz_same_associate"]

@@ -8,8 +8,9 @@ builds its admin routes from the view classes *defined in* ``otree.views.admin``
 ``OTREE_AUTH_LEVEL`` (STUDY: login for everything not on its short public list; DEMO: the
 same for views not on its demo list, which ours are not). Declaring our views with that
 module as ``__module__`` lets oTree route them and guard them with its own login, exactly as
-its Monitor tab: no patched oTree file, no second web app, no middleware. The payment app
-imports this module, and oTree imports every app before it builds its routes.
+its Monitor tab: no patched oTree file, no second web app, no middleware.
+lab/otree_patches/admin_views.py registers them when the apps are imported, before oTree builds
+its routes.
 
 Participants' and models' text is escaped here (html.escape) before it reaches a page.
 """
@@ -19,11 +20,7 @@ from __future__ import annotations
 import datetime
 import html
 import json
-import logging
-import sys
 
-import otree.templating.filters as otree_filters
-import otree.views.admin as otree_admin
 from otree.views.cbv import AdminSessionPage
 from starlette.responses import Response
 
@@ -388,7 +385,6 @@ def render_agent(session, t: dict) -> str:
     return "".join(parts)
 
 
-@otree_filters.register("lab_model_check")
 def model_check_banner(session) -> str:
     """The session pages' line on an agent session's model (``{{ session|lab_model_check }}`` in
     _templates/otree/Session.html, above every tab, the page a created session opens on
@@ -405,10 +401,5 @@ def model_check_banner(session) -> str:
             + "<br>".join(lines) + "</div>")
 
 
-# Register with oTree's admin (see the module's docstring).
-for _view in (LabDashboard, LabDashboardData, LabIntervene, LabReplay, LabDataPackage, LabOnlineBonus):
-    _view.__module__ = otree_admin.__name__
-    setattr(otree_admin, _view.__name__, _view)
-if "otree.urls" in sys.modules:  # routes already built (not the case in oTree 6.0's commands)
-    logging.getLogger(__name__).warning("oTree built its routes before the lab's admin pages were "
-                                        "registered: the Dashboard, Replay and Data package pages are not served")
+# The views oTree's admin serves (lab/otree_patches/admin_views.py registers them).
+ADMIN_VIEWS = (LabDashboard, LabDashboardData, LabIntervene, LabReplay, LabDataPackage, LabOnlineBonus)

@@ -8,7 +8,7 @@ read their messages, agent turns and seats with ``ExtraModel.filter``. oTree 6 p
 lookup's time: a participant and a player lookup took 918 µs together, 176 µs through
 SQLAlchemy's compiled-query cache (``sqlalchemy.ext.baked``; bench/lookups.py, SQLite on disk).
 The cost grows with a model's columns, so the lab's players, with the chat and agent fields,
-paid about twice what a plain oTree PD's do, on every request (issue 14's profile).
+paid about twice what a plain oTree PD's do, on every request (bench/server_trace.py's profile).
 
 Here these lookups take the cached path when every criterion is an equality on a column or on a
 many-to-one link to a saved row, with no ``None`` (``IS NULL`` is not a bound value): the same
@@ -130,16 +130,11 @@ def _loaded_by_id(session, model, values: dict):
     return row
 
 
-def install() -> None:
-    """Patch ``AnyModel.objects_get``, ``ExtraModel.filter`` and ``DBWrapper.get_or_404``
-    (idempotent)."""
+def cached_lookups(original_objects_get, original_filter, original_get_or_404):
+    """oTree's ``AnyModel.objects_get``, ``ExtraModel.filter`` (their functions, unbound) and
+    ``DBWrapper.get_or_404``, taking the cached path where they can (lab/otree_patches/model_lookups.py
+    puts them in)."""
     from otree import database
-
-    if getattr(database.AnyModel.objects_get, "_lab_baked", False):
-        return
-    original_objects_get = database.AnyModel.objects_get.__func__
-    original_filter = database.ExtraModel.filter.__func__
-    original_get_or_404 = database.DBWrapper.get_or_404
 
     def objects_get(cls, *args, **kwargs):
         if not args:
@@ -175,12 +170,4 @@ def install() -> None:
             return row
         return original_get_or_404(self, Model, msg, **kwargs)
 
-    objects_get._lab_baked = True
-    objects_get._lab_otree_original = original_objects_get
-    extra_model_filter._lab_otree_original = original_filter
-    database.AnyModel.objects_get = classmethod(objects_get)
-    database.ExtraModel.filter = classmethod(extra_model_filter)
-    database.DBWrapper.get_or_404 = get_or_404
-
-
-install()
+    return objects_get, extra_model_filter, get_or_404

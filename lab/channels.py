@@ -77,13 +77,9 @@ def _with_ready_extra(data):
     return {**data, **extra} if extra and is_ready(data) else data
 
 
-def install() -> None:
-    """Patch oTree's channel layer (every process imports it; only the server has a loop)."""
-    from otree.channels.utils import ChannelLayer
-
-    if getattr(ChannelLayer.sync_send, "_lab_server_loop", False):
-        return
-    original = ChannelLayer.sync_send
+def sending_on_the_server_loop(original):
+    """oTree's ``ChannelLayer.sync_send``: from another thread, handed to the server's loop
+    (lab/otree_patches/channel_layer.py puts it in)."""
 
     def sync_send(self, group, data):
         data = _with_ready_extra(data)
@@ -97,23 +93,19 @@ def install() -> None:
         # Fire and forget, as oTree's own path on the loop: the page request does not wait.
         asyncio.run_coroutine_threadsafe(self.send(group, data), loop)
 
-    sync_send._lab_server_loop = True
-    sync_send._lab_otree_original = original  # tests/test_channels.py shows why it is replaced
-    ChannelLayer.sync_send = sync_send
-    _install_ready_record(ChannelLayer)
-    _install_quiet_disconnect()
+    return sync_send
 
 
-def _install_ready_record(ChannelLayer) -> None:
-    """Every 'ready' a group is sent (oTree's wait pages, the agents' WaitNotifier) is noted."""
-    original_send = ChannelLayer.send
+def noting_ready(original_send):
+    """oTree's ``ChannelLayer.send``: every 'ready' a group is sent (oTree's wait pages, the
+    agents' WaitNotifier) is noted."""
 
     async def send(self, group, data):
         if is_ready(data):
             note_ready(group)
         await original_send(self, group, data)
 
-    ChannelLayer.send = send
+    return send
 
 
 def note_ready(group: str, now: float | None = None) -> None:
@@ -131,24 +123,17 @@ def was_told_ready(group: str) -> bool:
     return group in _told_ready
 
 
-def _install_quiet_disconnect() -> None:
-    """oTree's subsession and group wait pages' sockets (not group-by-arrival-time pages, whose
-    one channel group serves groups formed at different times)."""
-    from otree.channels import consumers
+def quiet_disconnect(original):
+    """A wait page's socket's ``on_disconnect`` (oTree's subsession and group wait pages, not
+    group-by-arrival-time pages, whose one channel group serves groups formed at different times):
+    let go without oTree's database write once the page has been told 'ready'."""
     from otree.channels.utils import channel_layer
 
-    for consumer in (consumers.WSSubsessionWaitPage, consumers.WSGroupWaitPage):
-        original = consumer.on_disconnect
+    async def on_disconnect(self, websocket, close_code):
+        if self.groups and all(was_told_ready(group) for group in self.groups):
+            for group in self.groups:
+                channel_layer.discard(group, websocket)
+            return
+        await original(self, websocket, close_code)
 
-        async def on_disconnect(self, websocket, close_code, _original=original):
-            if self.groups and all(was_told_ready(group) for group in self.groups):
-                for group in self.groups:
-                    channel_layer.discard(group, websocket)
-                return
-            await _original(self, websocket, close_code)
-
-        consumer.on_disconnect = on_disconnect
-
-
-install()
-
+    return on_disconnect

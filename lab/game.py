@@ -15,7 +15,7 @@ from otree.api import Page, WaitPage
 from otree.database import db
 from sqlalchemy import bindparam
 
-from lab import baked_lookups, channels, matching, static_urls, timeout_worker  # noqa: F401  (patches at import)
+from lab import baked_lookups, matching
 from lab import app_registry
 from lab.grouping import set_group_matrix
 from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
@@ -25,10 +25,6 @@ from lab.session_settings import forget_session_id, params, params_of
 from lab.online.config import is_online
 from lab.online.lobby import has_lobby, page_waits_per_group
 from lab.wait_for_all import MovesEveryoneOn
-
-
-# Game apps are imported by every oTree process, the timeout worker included.
-timeout_worker.release_database_before_requests()
 
 
 def game_rng(session_code: str, game: str, *parts) -> random.Random:

@@ -71,13 +71,9 @@ async def test_model_endpoint(request):
     return JSONResponse(outcome, status_code=404 if "error" in outcome else 200)
 
 
-def install_test_model_route(router) -> None:
-    """Called at server start (lab/agent_runtime/startup.py): the route, outside oTree's lock."""
+def model_test_route():
+    """The "Test model" route, added to oTree's app at its start (lab/otree_patches/router_startup.py)
+    and run without oTree's lock (lab/request_lock.py's ``PATHS_WITHOUT_DATABASE``)."""
     from starlette.routing import Route
 
-    from lab.request_lock import PATHS_WITHOUT_DATABASE
-
-    if any(getattr(route, "path", None) == TEST_MODEL_PATH + "{code}" for route in router.routes):
-        return
-    router.routes.insert(0, Route(TEST_MODEL_PATH + "{code}", test_model_endpoint, methods=["POST"]))
-    PATHS_WITHOUT_DATABASE.add(TEST_MODEL_PATH)  # run without oTree's lock (lab/request_lock.py)
+    return Route(TEST_MODEL_PATH + "{code}", test_model_endpoint, methods=["POST"])

@@ -160,7 +160,7 @@ def draft(participant_code: str, page_index: int) -> str | None:
 
 
 # --- the page's socket ------------------------------------------------------------------------------
-def _consumer_class():
+def consumer_class():
     from otree.channels import utils as channel_utils
     from otree.channels.consumers import _OTreeAsyncJsonWebsocketConsumer, parse_querystring
     from otree.channels.utils import channel_layer
@@ -212,19 +212,3 @@ def _consumer_class():
                     dismiss(self.cleaned_kwargs["participant_code"], data["dismiss"])
 
     return LabNotices
-
-
-def install() -> None:
-    """The socket's route (before oTree builds its routes: this module is imported by the apps)
-    and the page state on oTree's page classes."""
-    from otree.channels.routing import websocket_routes
-    from otree.views.abstract import FormPageOrInGameWaitPage
-    from starlette.routing import WebSocketRoute
-
-    if any(getattr(route, "path", None) == SOCKET_PATH for route in websocket_routes):
-        return
-    websocket_routes.append(WebSocketRoute(SOCKET_PATH, _consumer_class()))
-    FormPageOrInGameWaitPage.lab_notices_json = page_state_json
-
-
-install()

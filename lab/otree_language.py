@@ -1,4 +1,4 @@
-"""oTree's own participant-facing texts in the session's language (a patch of oTree 6.0.15).
+"""oTree's own participant-facing texts in the session's language (lab/otree_patches/language.py puts it in).
 
 oTree translates its own texts into one language per process, settings.LANGUAGE_CODE (here
 OTREE_LANGUAGE_CODE): its footer ("Powered by oTree"), the form error banner ("Please fix the
@@ -144,7 +144,7 @@ def core_gettext(message: str) -> str:
     return dgettext("django", message)
 
 
-class _ConstantsOfTheRequest(types.ModuleType):
+class ConstantsOfTheRequest(types.ModuleType):
     """``otree.constants`` with its one translated constant translated when it is read."""
 
     @property
@@ -152,7 +152,7 @@ class _ConstantsOfTheRequest(types.ModuleType):
         return core_gettext("This field is required.")
 
 
-def _wtforms_locales(meta) -> list[str]:
+def wtforms_locales(meta) -> list[str]:
     # oTree's own rule: the first two letters of the language (WTForms' "zh" is Simplified Chinese)
     from otree.settings import get_locale_name
 
@@ -174,7 +174,9 @@ def tryout() -> bool:
     return bool(settings.DEBUG)
 
 
-def _noting_the_request(original_init):
+def noting_the_request(original_init):
+    """An oTree view's ``__init__``: the request's language noted for its texts."""
+
     def __init__(self, scope, receive, send):
         original_init(self, scope, receive, send)
         if scope.get("path"):  # not a page oTree makes without a request, inside another's
@@ -183,36 +185,8 @@ def _noting_the_request(original_init):
     return __init__
 
 
-def install() -> None:
-    """Patch oTree as the module's docstring says; idempotent."""
-    import otree.constants
-    import otree.currency
-    import otree.i18n
-    import otree.templating.nodes
-    import otree.views.participant
-    from otree.forms.forms import ModelForm
-    from otree.templating.context import builtins
-    from otree.views.abstract import FormPageOrInGameWaitPage, GenericWaitPageMixin, Page
-    from starlette.endpoints import HTTPEndpoint
-
-    if getattr(HTTPEndpoint, "_lab_request_language", False):
-        return
-    # oTree's participant pages and its other views (rooms, links) are made per request, in the
-    # request's own task: the language set here is that request's alone.
-    for view in (FormPageOrInGameWaitPage, HTTPEndpoint):
-        view.__init__ = _noting_the_request(view.__init__)
-    HTTPEndpoint._lab_request_language = True
-
-    otree.i18n.gettext_lib = types.SimpleNamespace(dgettext=dgettext)  # core_gettext's one use of it
-    otree.currency.dngettext = dngettext
-    # nodes' {{ next_button }} and {{ trans }}: gettext's default domain, as oTree bound it
-    otree.templating.nodes.gettext = lambda message: dgettext(gettext.textdomain(), message)
-    otree.constants.__class__ = _ConstantsOfTheRequest
-    Page.timer_text = property(lambda page: core_gettext("Time left to complete this page:"))
-    GenericWaitPageMixin.title_text = property(lambda page: core_gettext("Please wait"))
-    ModelForm.Meta.locales = property(_wtforms_locales)
-
-    original_validate = otree.views.participant.validate_room_visitor
+def translated_room_errors(original_validate):
+    """oTree's ``validate_room_visitor``: its label messages in the request's language."""
 
     def validate_room_visitor(room, query_params: dict) -> dict:
         errors = original_validate(room, query_params)
@@ -221,5 +195,4 @@ def install() -> None:
             errors["participant_label"] = lab_text(key)
         return errors
 
-    otree.views.participant.validate_room_visitor = validate_room_visitor
-    builtins.update(lab_html_lang=html_lang, lab_text=lab_text, lab_tryout=tryout)
+    return validate_room_visitor

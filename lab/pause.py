@@ -195,15 +195,10 @@ def task_is_held(task, paused: dict) -> bool:
     return paused[code]
 
 
-# --- oTree's page timer, made pause-aware ------------------------------------------------------------
-def install() -> None:
-    """oTree's Page: its deadline check and its time left read the session's clock (``clock``);
-    a page first shown during a pause starts its time at the pause."""
-    from otree.views.abstract import Page
-
-    if getattr(Page, "_lab_pause_aware", False):
-        return
-    first_shown = Page.remaining_timeout_seconds_inner
+# --- oTree's page timer, made pause-aware (lab/otree_patches/page_timer.py puts these in) ---------------
+def pause_aware_time_left(first_shown):
+    """oTree's ``Page.remaining_timeout_seconds_inner``: the time left by the session's clock
+    (``clock``); a page first shown during a pause starts its time at the pause."""
 
     def remaining_timeout_seconds_inner(self):
         pp = self.participant
@@ -219,15 +214,11 @@ def install() -> None:
             pp._timeout_expiration_time -= max(0.0, now - paused_at)
         return pp._timeout_expiration_time - paused_at
 
-    def _is_past_timeout(self):
-        """oTree's check, against the session's clock (its 2 s tolerance kept)."""
-        pp = self.participant
-        return (pp._timeout_page_index == pp._index_in_pages and pp._timeout_expiration_time is not None
-                and pp._timeout_expiration_time - clock(pp._session_code) < 2)
-
-    Page.remaining_timeout_seconds_inner = remaining_timeout_seconds_inner
-    Page._is_past_timeout = _is_past_timeout
-    Page._lab_pause_aware = True
+    return remaining_timeout_seconds_inner
 
 
-install()
+def is_past_timeout(self):
+    """oTree's ``Page._is_past_timeout``, against the session's clock (its 2 s tolerance kept)."""
+    pp = self.participant
+    return (pp._timeout_page_index == pp._index_in_pages and pp._timeout_expiration_time is not None
+            and pp._timeout_expiration_time - clock(pp._session_code) < 2)

@@ -89,14 +89,9 @@ def _reads_body(scope: dict) -> bool:
     return scope.get("method") == "POST" or b"content-length" in headers or b"transfer-encoding" in headers
 
 
-def install() -> None:
-    """Put the guard in front of oTree's app (its class is built where apps cannot reach it
-    before it is made, so Starlette's entry point is wrapped for it alone); idempotent."""
-    from starlette.applications import Starlette
-
-    if getattr(Starlette.__call__, "_lab_request_guard", False):
-        return
-    original_call = Starlette.__call__
+def guarded_call(original_call):
+    """Starlette's ``__call__`` with the guard in front, for oTree's app alone (its class is built
+    where apps cannot reach it before it is made; lab/otree_patches/request_guard.py puts it in)."""
 
     async def __call__(self, scope, receive, send):
         ours = scope["type"] in ("http", "websocket") and _is_otree_app(self)
@@ -116,8 +111,7 @@ def install() -> None:
 
         return await PlainTextResponse(reason, status_code=400)(scope, receive, send)
 
-    __call__._lab_request_guard = True
-    Starlette.__call__ = __call__
+    return __call__
 
 
 def _is_otree_app(app) -> bool:

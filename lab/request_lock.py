@@ -1,4 +1,4 @@
-"""oTree's per-request transaction and global lock, as plain ASGI middleware (issue 26).
+"""oTree's per-request transaction and global lock, as plain ASGI middleware.
 
 oTree 6 wraps every page request in ``CommitTransactionMiddleware``: take the global lock
 (``otree.middleware.lock2``), open a database session, run the page, commit (rollback on a 5xx),
@@ -124,19 +124,3 @@ class PerfLog:
         finally:
             msec = int((time.time() - started) * 1000)
             perf_logger.info(f"own_time={msec}ms request_id={request_id.decode(errors='replace')}")
-
-
-def install() -> None:
-    """Put both in oTree's middleware stack (idempotent). oTree's app builds the stack from
-    ``otree.middleware``'s names; if it is built already, it is built again."""
-    from otree import middleware
-
-    if middleware.CommitTransactionMiddleware is CommitTransaction:
-        return
-    middleware.CommitTransactionMiddleware = CommitTransaction
-    middleware.PerfMiddleware = PerfLog
-    import sys
-
-    app = getattr(sys.modules.get("otree.asgi"), "app", None)  # None while otree.asgi imports the apps
-    if app is not None:
-        app.middleware_stack = app.build_middleware_stack()

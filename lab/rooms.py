@@ -25,16 +25,12 @@ BROWSER_KEY = "lab_room_browser"
 CLAIM_GRACE_SECONDS = 30
 
 _claims: dict[tuple[str, str], tuple[str, float]] = {}  # (room, label) -> (browser, claimed at)
-_claims_lock = threading.Lock()  # also serialises room entries (see install)
+_claims_lock = threading.Lock()  # also serialises room entries (one_browser_per_label)
 
 
-def install() -> None:
-    """Guard oTree's room entry (AssignVisitorToRoom.get); idempotent."""
-    from otree.views.participant import AssignVisitorToRoom
-
-    if getattr(AssignVisitorToRoom, "_lab_one_browser_per_label", False):
-        return
-    original_get = AssignVisitorToRoom.get
+def one_browser_per_label(original_get):
+    """oTree's room entry (``AssignVisitorToRoom.get``), guarded; lab/otree_patches/rooms.py puts
+    it in."""
 
     def get(self, request):
         # One room entry at a time, so two browsers cannot both pass the check for one label.
@@ -47,8 +43,7 @@ def install() -> None:
                 record_holder(request)
             return response
 
-    AssignVisitorToRoom.get = get
-    AssignVisitorToRoom._lab_one_browser_per_label = True
+    return get
 
 
 def refusal_if_taken(request):

@@ -36,7 +36,7 @@ fixed by its name: ``associate_type``, ``label_setting`` and ``game_order`` join
 the same value and refuses another). A failure that is not a refusal is logged with its
 traceback; oTree's create pages show every failure's Python traceback, the chained exceptions'
 too, with the server's paths: here they show the message and a note instead
-(``_without_traceback``).
+(``without_traceback``).
 """
 
 from __future__ import annotations
@@ -57,15 +57,9 @@ class SessionRefused(CreateSessionInvalidArgs):
     """A session config this lab cannot run; the message says which value and why."""
 
 
-def install() -> None:
-    """Wrap oTree's create_session where its callers find it; idempotent."""
-    import otree.session
-    import otree.views.rest
-
-    if getattr(otree.session.create_session, "_lab_leaves_nothing", False):
-        return
-    original_create = otree.session.create_session
-    original_run_hooks = otree.session.run_creating_session_functions
+def leaving_nothing(original_create, original_run_hooks):
+    """oTree's ``create_session`` and ``run_creating_session_functions``, wrapped: a failed creation
+    leaves nothing, a refusal is a ``SessionRefused`` (lab/otree_patches/session_creation.py)."""
 
     def run_creating_session_functions(session, progress_message_fxn):
         _attempt.session_id = session.id  # committed by now: known without a query
@@ -88,7 +82,12 @@ def install() -> None:
         finally:
             _attempt.session_id = None
 
-    original_rest_post = otree.views.rest.RESTSessions.post
+    return create_session, run_creating_session_functions
+
+
+def rest_post_with_model_check(original_rest_post):
+    """oTree's ``RESTSessions.post``: a refusal's message typed as text, a created session's answer
+    with its model check."""
 
     def rest_post(self, **kwargs):
         response = original_rest_post(self, **kwargs)
@@ -98,21 +97,7 @@ def install() -> None:
             response = with_model_check(response)
         return response
 
-    from otree.channels.consumers import BaseCreateSession, WSCreateDemoSession, WSCreateSession
-    from otree.middleware import lock2
-
-    from lab.session_settings import TREATMENT_KEYS
-
-    BaseCreateSession.lock = lock2  # the one connection: one transaction at a time (see above)
-    for page in (WSCreateSession, WSCreateDemoSession):
-        page.send_response_to_browser = _without_traceback(page.send_response_to_browser)
-    otree.session.NON_EDITABLE_FIELDS.update(TREATMENT_KEYS)  # the create page shows every other flat value
-
-    create_session._lab_leaves_nothing = True
-    otree.session.run_creating_session_functions = run_creating_session_functions
-    otree.session.create_session = create_session
-    otree.views.rest.create_session = create_session  # REST imported the name
-    otree.views.rest.RESTSessions.post = rest_post
+    return rest_post
 
 
 def with_model_check(response):
@@ -182,7 +167,7 @@ def checked_arguments(create, args: tuple, kwargs: dict) -> dict:
     return arguments
 
 
-def _without_traceback(send):
+def without_traceback(send):
     """A create page's ``send_response_to_browser``: ``TRACEBACK_NOTE`` in place of the traceback
     (the page shows the message only when a traceback comes with it, and inserts that as HTML)."""
 

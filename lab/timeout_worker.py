@@ -1,4 +1,5 @@
-"""Fixes for oTree's timeout worker (prodserver's second process, `otree timeoutsubprocess`).
+"""Fixes for oTree's timeout worker (prodserver's second process, `otree timeoutsubprocess`);
+lab/otree_patches/timeout_worker.py puts them in.
 
 1. SQLite: the worker deletes each due task and, in the same open transaction, asks the server
    over HTTP to submit or load a page. On SQLite that transaction holds the file's write lock
@@ -30,7 +31,7 @@
    should be on, so that a closed tab's next page starts its timer. It loads it whether or not
    the participant's own browser has long since shown it: at a round start that was some 50
    renders of Message1 ten seconds in, queued with the participants' own submissions (the
-   bench's server trace, issue 14). A page whose timer is already running (oTree notes the
+   bench's server trace). A page whose timer is already running (oTree notes the
    page index when it first shows a page, in the transaction that schedules its timeout) is
    left alone; every other participant is visited as oTree visits them.
 
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import urljoin
@@ -59,35 +59,23 @@ SERVER_ERROR_ATTEMPTS = 5
 logger = logging.getLogger("lab.timeout_worker")
 
 
-def release_database_before_requests() -> None:
-    """Patch the running timeout worker (no-op in every other process). The name is kept for
-    the callers; it installs both fixes of this module."""
-    if "timeoutsubprocess" not in sys.argv:
-        return
-    import otree.tasks
+def committing(request):
+    """oTree's ``otree.tasks.post``/``get``: the worker's transaction committed first (fix 1), and
+    a server still starting waited for."""
     from otree.database import db
 
-    def committing(request):
-        def send(*args, **kwargs):
-            db.commit()
-            deadline = time.monotonic() + CONNECT_RETRY_SECONDS
-            while True:
-                try:
-                    return request(*args, **kwargs)
-                except Exception as exc:
-                    if not _is_connection_refused(exc) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(1)
+    def send(*args, **kwargs):
+        db.commit()
+        deadline = time.monotonic() + CONNECT_RETRY_SECONDS
+        while True:
+            try:
+                return request(*args, **kwargs)
+            except Exception as exc:
+                if not _is_connection_refused(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
 
-        return send
-
-    if not getattr(otree.tasks, "_lab_patched", False):
-        otree.tasks.post = committing(otree.tasks.post)
-        otree.tasks.get = committing(otree.tasks.get)
-        otree.tasks.Worker.__init__ = _resuming_init
-        otree.tasks.Worker.listen = _listen
-        otree.tasks.Worker.ensure_pages_visited = _ensure_pages_visited
-        otree.tasks._lab_patched = True
+    return send
 
 
 def _is_connection_refused(exc: BaseException) -> bool:
@@ -96,7 +84,7 @@ def _is_connection_refused(exc: BaseException) -> bool:
     return isinstance(reason, ConnectionRefusedError) or "Connection refused" in repr(exc)
 
 
-def _resuming_init(self, port):
+def resuming_init(self, port):
     """oTree's Worker.__init__, except that tasks overdue from an outage are rescheduled."""
     self.base_url = f"http://127.0.0.1:{port}"
     reschedule_overdue_tasks(time.time())
@@ -120,7 +108,7 @@ def reschedule_overdue_tasks(now: float) -> int:
     return len(overdue)
 
 
-def _listen(self):
+def listen(self):
     """oTree's Worker.listen: the same polls, surviving a database error (fix 3)."""
     print("timeoutworker is listening for messages through DB", flush=True)
     failures: dict[int, int] = {}
@@ -170,7 +158,7 @@ def run_due_tasks(worker, failures: dict[int, int]) -> int:
     return done
 
 
-def _ensure_pages_visited(self, participant_pks, page_index):
+def ensure_pages_visited(self, participant_pks, page_index):
     """oTree's task (fix 4): each participant still at most one page past ``page_index`` gets
     the page they should be on loaded, unless that page has already been shown."""
     from otree.tasks import get

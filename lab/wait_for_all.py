@@ -4,7 +4,7 @@ oTree's wait page, once complete, pushes 'ready' to every page waiting on it, an
 reloads: the reload moves its participant on (one request, a write) and redirects to the next
 page (a second request). At a round start that is 71 reloads at the same moment, 142 requests
 one after the other under oTree's global lock: the slowest page loads of a lab's session, in
-plain oTree as here (bench/lab_load.py, issue 14).
+plain oTree as here (bench/lab_load.py).
 
 Here the request that completes the page moves every participant waiting there on to their
 next page, in its own transaction, by oTree's own step (``_increment_index_in_pages``: the same

@@ -12,8 +12,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Extr
 
 import protocol
 from lab import game as lab_game
-from lab import agent_pages, app_registry, exports, i18n, interventions, manifest
-from lab import admin_views  # noqa: F401  the Dashboard and Replay admin pages (lab/admin_views.py)
+from lab import agent_pages, app_start, exports, i18n, interventions, manifest
 from lab.grouping import set_group_matrix
 from lab.online import exit as online_exit
 from lab.online.config import is_online
@@ -88,7 +87,7 @@ class PagePresence(ExtraModel):
     page_open = models.BooleanField()
 
 
-app_registry.register_app(__name__, Player, interventions=Intervention, bonus_payouts=BonusPayout,
+app_start.register_app(__name__, Player, interventions=Intervention, bonus_payouts=BonusPayout,
                           page_presence=PagePresence)
 
 

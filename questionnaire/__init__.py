@@ -6,7 +6,7 @@ familiarity with LLMs, the SVO slider measure (angle and category computed) and 
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, models, widgets
 
 import protocol
-from lab import app_registry
+from lab import app_start
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_settings import params
 from lab.text import clean_text
@@ -55,7 +55,7 @@ class Player(BasePlayer):
     major = models.StringField(max_length=100)
 
 
-app_registry.register_app(__name__, Player)
+app_start.register_app(__name__, Player)
 
 
 NORM_FIELDS = [f"norm_estimate_{game}" for game in protocol.GAMES]

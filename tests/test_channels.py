@@ -17,8 +17,9 @@ from otree.common2 import json_dumps
 from starlette.websockets import WebSocket
 from uvicorn.protocols.websockets.websockets_impl import WebSocketProtocol
 
-from lab import channels
+from lab import channels, otree_patches
 
+otree_patches.install()  # as the server has them (the apps apply them when oTree imports them)
 GROUP = "wait-page-1-page13-7"
 READY = {"status": "ready"}
 

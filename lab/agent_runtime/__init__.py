@@ -38,16 +38,15 @@ Layout, one module per concern; each imports only those above it:
 - ``turns``: turns in the database: started, resumed, settled (by the fallback if need be); a round's start
   and end (uses engine, journal, page_bursts, seats);
 - ``waiting``: a page waiting for a turn: its deadline, the push when it ends (``NOTIFIER``);
-- ``startup``: the recovery at server start, and the hook on oTree's app start that runs it;
+- ``startup``: the recovery at server start (lab/otree_patches/router_startup.py runs it);
 - ``pausing``: a session resumed after a pause (lab/pause.py): its running turns' deadlines moved,
   those the pause cut off redone (uses engine, turns).
 This face hands on what the game apps and lab/agent_pages.py call; importing the package
-installs the startup hook.
+installs nothing.
 """
 
 from __future__ import annotations
 
-from lab.agent_runtime import startup  # noqa: F401  installs the startup hook
 from lab.agent_runtime.seats import AGENT_LANGUAGE, budget_limit, create_seats, model_config, session_spent
 from lab.agent_runtime.tables import GameTables
 from lab.agent_runtime.turns import (FINAL_STATUSES, RUNNING, TURN_STAGE, ensure_turn, find_turn, finish_round,

@@ -68,7 +68,7 @@ class AgentEngine:
 
     # The two reads below take no lock: a page asks them while it holds oTree's lock, and a lock
     # the engine thread holds hands the GIL over and waits for it back, up to Python's switch
-    # interval (0.3 ms a call on average in a settling page's profile, issue 14). One dict read
+    # interval (0.3 ms a call on average in a settling page's profile, bench/lab_load.py --trace). One dict read
     # is atomic in CPython; ``outcome`` tolerates the entry changing between its two reads.
     def future(self, key: str) -> Optional[concurrent.futures.Future]:
         return self._futures.get(key)

@@ -72,7 +72,7 @@ def _request_memo() -> dict:
 def _seat(player, tables: GameTables):
     """The player's agent seat, read alone: a seat holds its agent's whole memory, and reading
     all 72 to use one was about two fifths of what H-F's settling posts cost over H-H's pages
-    (issue 14's profile)."""
+    (bench/lab_load.py's --trace profile)."""
     memo = _request_memo()
     key = ("seat", tables.game, player.session_id, player.agent_seat)
     if key not in memo:

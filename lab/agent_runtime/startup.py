@@ -2,10 +2,10 @@
 
 Owns the recovery (``resume_at_startup``: calls journaled by the stopped server go on record,
 those in flight as ``interrupted``; every turn still ``running`` is redone if its deadline has not
-passed, else resolved by the fallback) and the hook on oTree's app start that runs it
-(``install_startup_hook``, installed when this package is imported), which also hands the
-server's event loop to lab/channels.py, installs the "Test model" route (lab/model_probe.py) and
-freezes what the server has loaded out of Python's full garbage collections.
+passed, else resolved by the fallback) and what runs on oTree's app start
+(``before_server_start``, ``after_server_start``: lab/otree_patches/router_startup.py calls them):
+the server's event loop handed to lab/channels.py, the recovery, and what the server has loaded
+frozen out of Python's full garbage collections.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from lab import app_registry, channels
 from lab.agent_runtime.journal import ABANDONED, call_journal, forget_when_committed
 from lab.agent_runtime.seats import model_config
 from lab.agent_runtime.turns import RUNNING, _store_call, ensure_turn
-from lab.model_probe import install_test_model_route
 
 logger = logging.getLogger("lab.agents")
 
@@ -98,28 +97,14 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
-def install_startup_hook() -> None:
-    """Run ``_resume_on_startup`` when oTree's app starts (its Starlette app has no hook of its own
-    that apps can reach at import, so the router's startup is wrapped once)."""
-    from starlette.routing import Router
-
-    if getattr(Router.startup, "_lab_agents", False):
-        return
-    original = Router.startup
-
-    async def startup(self):
-        channels.remember_server_loop(asyncio.get_running_loop())  # before any request is served
-        await original(self)
-        import sys
-
-        asgi = sys.modules.get("otree.asgi")
-        if asgi is not None and getattr(asgi, "app", None) is not None and self is asgi.app.router:
-            install_test_model_route(self)
-            await _resume_on_startup()
-            freeze_heap()
-
-    startup._lab_agents = True
-    Router.startup = startup
+def before_server_start() -> None:
+    """On oTree's app start, before anything else (lab/otree_patches/router_startup.py): the
+    server's event loop is handed to lab/channels.py before any request is served."""
+    channels.remember_server_loop(asyncio.get_running_loop())
 
 
-install_startup_hook()
+async def after_server_start() -> None:
+    """Once oTree's app has started, before the first request: the recovery, then the heap
+    frozen."""
+    await _resume_on_startup()
+    freeze_heap()

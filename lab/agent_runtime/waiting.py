@@ -77,15 +77,11 @@ class WaitNotifier:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ready: dict[str, float] = {}  # channel -> until when a joining socket is told
-        self._installed = False
 
-    def install(self) -> None:
-        """Hook oTree's in-process channel layer (in the server process only)."""
+    def telling_late_joiners(self, original_add):
+        """oTree's in-process ``channel_layer.add``: a socket joining a channel whose turn has
+        ended is told at once (lab/otree_patches/channel_layer.py puts it in)."""
         from otree.channels.utils import channel_layer
-
-        if self._installed:
-            return
-        original_add = channel_layer.add
 
         def add(group, websocket):
             original_add(group, websocket)  # on the server's loop
@@ -94,12 +90,10 @@ class WaitNotifier:
             if ready:
                 asyncio.ensure_future(channel_layer.send(group, self.READY))
 
-        channel_layer.add = add
-        self._installed = True
+        return add
 
     def watch(self, player, tables: GameTables, kind: str, channel: str, until: float) -> bool:
         """Push to ``channel`` when the turn ends; False if there is nothing to watch."""
-        self.install()
         future = ENGINE.future(turn_key(player, tables, kind))
         if future is None:
             return False

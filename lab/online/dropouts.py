@@ -178,7 +178,7 @@ def jump_to_exit(page) -> None:
             continue
         participant._index_in_pages = index
         wait.set_attributes(participant)
-        wait._is_displayed()  # skipped: marks the pages where a stand-in plays the seat (see _install)
+        wait._is_displayed()  # skipped: marks the pages where a stand-in plays the seat (see skipping_dropped)
         if not wait.group_by_arrival_time:
             skipped.append(wait)
     participant._index_in_pages = target
@@ -192,14 +192,10 @@ def jump_to_exit(page) -> None:
             wait._run_aapa_and_notify(wait._group_or_subsession)
 
 
-# --- oTree's pages, patched once ------------------------------------------------------------------
-def _install() -> None:
+# --- oTree's pages (lab/otree_patches/page_index.py puts these in) ----------------------------------------
+def skipping_dropped(original_is_displayed):
+    """oTree's ``_is_displayed``: a dropped seat's pages are skipped, all but the exit page."""
     from otree.api import WaitPage
-    from otree.views.abstract import FormPageOrInGameWaitPage, Page
-
-    if getattr(FormPageOrInGameWaitPage._is_displayed, "_lab_dropouts", False):
-        return
-    original_is_displayed = FormPageOrInGameWaitPage._is_displayed
 
     def _is_displayed(self):
         _online_by_code(self.participant._session_code)  # noted for the closed-tab watcher (once per session)
@@ -215,25 +211,28 @@ def _install() -> None:
             return False
         return original_is_displayed(self)
 
-    _is_displayed._lab_dropouts = True
-    FormPageOrInGameWaitPage._is_displayed = _is_displayed
+    return _is_displayed
 
-    original_increment = FormPageOrInGameWaitPage._increment_index_in_pages
+
+def jumping_to_exit(original_increment):
+    """oTree's ``_increment_index_in_pages``: a dropped seat goes straight to the exit page."""
 
     def _increment_index_in_pages(self):
         if seat_dropped(self.participant) and type(self).__name__ != EXIT_PAGE:
             return jump_to_exit(self)
         return original_increment(self)
 
-    FormPageOrInGameWaitPage._increment_index_in_pages = _increment_index_in_pages
+    return _increment_index_in_pages
 
-    original_record = Page._record_page_completion_time
+
+def counting_timeouts(original_record):
+    """oTree's ``Page._record_page_completion_time``, then the count of timed-out pages."""
 
     def _record_page_completion_time(self):
         original_record(self)
         count_timeout(self)
 
-    Page._record_page_completion_time = _record_page_completion_time
+    return _record_page_completion_time
 
 
 def _group_has_stand_in(page) -> bool:
@@ -268,6 +267,3 @@ def count_timeout(page) -> None:
             mark_dropped(participant, "timeouts", by="server", advance=False)
         except ValueError as refused:  # e.g. the last page: nothing left to skip
             logger.warning("participant %s not dropped: %s", participant.code, refused)
-
-
-_install()

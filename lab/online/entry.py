@@ -28,13 +28,9 @@ import time
 from lab.online import config as online_config
 
 
-def install() -> None:
-    """Wrap oTree's session-wide link; idempotent."""
-    from otree.views.participant import SessionWideLink
-
-    if getattr(SessionWideLink, "_lab_online_entry", False):
-        return
-    original_get = SessionWideLink.get
+def reading_the_study_link(original_get):
+    """oTree's session-wide link (``SessionWideLink.get``): an online session's link is read here,
+    any other session's by oTree; lab/otree_patches/session_wide_link.py puts it in."""
 
     def get(self, request):
         from otree.database import db
@@ -45,8 +41,7 @@ def install() -> None:
             return original_get(self, request)
         return enter(session, request)
 
-    SessionWideLink.get = get
-    SessionWideLink._lab_online_entry = True
+    return get
 
 
 def read_parameters(session, query) -> tuple[dict | None, str | None]:

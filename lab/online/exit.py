@@ -5,8 +5,9 @@ exit page (``OnlineExit``, the payment app's last page, online only) and the ski
 (the quiz here: ``screened_out``; the dropout handling: ``timed_out``, ``partner_dropped``); a
 participant who reaches the exit page without one has ``completed``. A participant whose outcome
 ends their session (``LEAVING_OUTCOMES``: screened out, lobby timeout, dropped) skips every page up
-to the exit page; ``partner_dropped`` goes on to the end alone and is shown its code there (``install``: oTree's own skip, as for a page
-whose ``is_displayed`` is False, so wait pages count them as arrived). The exit page records the
+to the exit page; ``partner_dropped`` goes on to the end alone and is shown its code there
+(``skipping_leavers``: oTree's own skip, as for a page whose ``is_displayed`` is False, so wait
+pages count them as arrived). The exit page records the
 code it showed (``online_completion_code``) and sends the browser to Prolific's completion URL.
 """
 
@@ -81,18 +82,13 @@ def on_last_page(participant, online: bool) -> bool:
     return bool(participant._index_in_pages and participant._index_in_pages >= last)
 
 
-def install() -> None:
-    """Participants leaving early skip every page but the exit page; idempotent."""
-    from otree.views.abstract import FormPageOrInGameWaitPage
-
-    if getattr(FormPageOrInGameWaitPage, "_lab_online_skip", False):
-        return
-    original = FormPageOrInGameWaitPage._is_displayed
+def skipping_leavers(original_is_displayed):
+    """oTree's ``_is_displayed``: participants leaving early see no page but the exit page
+    (lab/otree_patches/page_index.py puts it in)."""
 
     def _is_displayed(self):
         if type(self).__name__ != EXIT_PAGE and leaves_early(self.participant):
             return False
-        return original(self)
+        return original_is_displayed(self)
 
-    FormPageOrInGameWaitPage._is_displayed = _is_displayed
-    FormPageOrInGameWaitPage._lab_online_skip = True
+    return _is_displayed

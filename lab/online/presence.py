@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 
-from lab import app_registry, notices, pause
+from lab import app_registry, pause
 from lab.online import dropouts
 
 WATCH_SECONDS = 2.0
@@ -253,45 +253,26 @@ async def watch() -> None:
             logger.exception("closed-tab watcher")
 
 
-# --- installed at import ------------------------------------------------------------------------
-def _install() -> None:
-    from otree.channels.routing import websocket_routes
-    from starlette.routing import Router
+# --- hooks lab/otree_patches/ puts in ------------------------------------------------------------
+def tracking_presence(consumer) -> None:
+    """The notices socket's consumer (lab/notices.py) notes each participant's page open and
+    closed."""
+    original_connect, original_disconnect = consumer.on_connect, consumer.on_disconnect
 
-    for route in websocket_routes:
-        if getattr(route, "path", None) != notices.SOCKET_PATH:
-            continue
-        consumer = route.endpoint
-        if getattr(consumer, "_lab_presence", False):
-            break
-        original_connect, original_disconnect = consumer.on_connect, consumer.on_disconnect
+    async def on_connect(self, websocket) -> None:
+        await original_connect(self, websocket)
+        connected(self.cleaned_kwargs["participant_code"])
 
-        async def on_connect(self, websocket) -> None:
-            await original_connect(self, websocket)
-            connected(self.cleaned_kwargs["participant_code"])
+    async def on_disconnect(self, websocket, close_code: int) -> None:
+        await original_disconnect(self, websocket, close_code)
+        disconnected(self.cleaned_kwargs["participant_code"])
 
-        async def on_disconnect(self, websocket, close_code: int) -> None:
-            await original_disconnect(self, websocket, close_code)
-            disconnected(self.cleaned_kwargs["participant_code"])
-
-        consumer.on_connect, consumer.on_disconnect = on_connect, on_disconnect
-        consumer._lab_presence = True
-    if getattr(Router.startup, "_lab_presence", False):
-        return
-    original_startup = Router.startup
-
-    async def startup(self):
-        await original_startup(self)
-        import sys
-
-        asgi = sys.modules.get("otree.asgi")
-        if asgi is not None and getattr(asgi, "app", None) is not None and self is asgi.app.router:
-            global _started_at
-            _started_at = time.time()
-            asyncio.ensure_future(watch())
-
-    startup._lab_presence = True
-    Router.startup = startup
+    consumer.on_connect, consumer.on_disconnect = on_connect, on_disconnect
 
 
-_install()
+def after_server_start() -> None:
+    """On oTree's app start (lab/otree_patches/router_startup.py): the closed-tab watcher runs,
+    and reconnections are given their grace from now."""
+    global _started_at
+    _started_at = time.time()
+    asyncio.ensure_future(watch())

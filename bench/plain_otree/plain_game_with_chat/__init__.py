@@ -7,12 +7,12 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 
 if "timeoutsubprocess" in sys.argv:
     # Only oTree's timeout worker, a process of its own that the bench does not measure, gets the
-    # lab's fix for oTree's SQLite deadlock (lab/timeout_worker.py: its write transaction stays open
+    # lab's fix for oTree's SQLite deadlock (lab/otree_patches/timeout_worker.py: its write transaction stays open
     # while it calls the server, whose requests then wait 5 s each for the lock): a baseline run
     # froze on it. The server the bench measures runs plain oTree.
-    from lab.timeout_worker import release_database_before_requests
+    from lab.otree_patches import timeout_worker
 
-    release_database_before_requests()
+    timeout_worker.install()
 
 PAYOFFS = {("A", "A"): 70, ("A", "B"): 10, ("B", "A"): 80, ("B", "B"): 40}
 
