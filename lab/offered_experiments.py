@@ -59,3 +59,25 @@ def offered(experiments: dict) -> tuple[str, ...]:
         else:
             names.append(name)
     return tuple(names)
+
+
+def why_not_offered(config_name: str) -> str | None:
+    """For a session config name no offered experiment has: the experiment file it belongs to and
+    what keeps the lab from running it (None: no experiment file names it)."""
+    import experiment_design
+
+    try:
+        paper = experiment_design.load(experiment_design.EXPERIMENTS_DIR / "paper.toml")
+    except (OSError, experiment_design.ExperimentError):
+        return None
+    for path in experiment_design.experiment_files():
+        try:
+            experiment = experiment_design.load(path)
+        except (OSError, experiment_design.ExperimentError):
+            continue
+        if any(config["name"] == config_name for config in experiment.session_configs()):
+            reasons = not_runnable(experiment, paper)
+            if reasons:
+                return (f"it is a session config of experiments/{path.name}, which the lab's pages cannot run yet "
+                        f"({'; '.join(reasons)}): docs/your-experiment.md says what runs in the lab")
+    return None

@@ -148,6 +148,11 @@ def checked_arguments(create, args: tuple, kwargs: dict) -> dict:
         raise SessionRefused(f"Session not created: {error}.") from None
     name = arguments.get("session_config_name")
     if not isinstance(name, str) or name not in SESSION_CONFIGS_DICT:
+        from lab.offered_experiments import why_not_offered
+
+        not_offered = why_not_offered(name) if isinstance(name, str) else None
+        if not_offered:
+            raise SessionRefused(f"Session config {name!r} is not offered: {not_offered}.")
         raise SessionRefused(f"Session config {name!r} does not exist; the configs: {', '.join(SESSION_CONFIGS_DICT)}.")
     number = arguments.get("num_participants")
     if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):

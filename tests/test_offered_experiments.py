@@ -42,3 +42,13 @@ def test_the_shipped_examples_say_what_keeps_them_from_running():
         "the paper's" in tft
     assert not_runnable(examples["stag_hunt"], PAPER) == []
     assert offered({"paper": PAPER, **examples}) == ("paper", "stag_hunt")
+
+
+def test_a_config_of_a_file_not_offered_is_refused_with_the_reason():
+    from lab.offered_experiments import why_not_offered
+
+    reason = why_not_offered("fixed_partner_one_message_hf_informed_wc_first")
+    assert reason.startswith("it is a session config of experiments/fixed_partner_one_message.toml, which the lab's "
+                             "pages cannot run yet (games differs from the paper's; matching differs")
+    assert why_not_offered("stag_hunt_hf_informed_wc_first") is None  # offered
+    assert why_not_offered("no_such_config") is None
