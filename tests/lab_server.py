@@ -39,12 +39,20 @@ def lab_env(database_url: str = "", **extra) -> dict:
     return env
 
 
+# ``python -m labserver`` with oTree's random generator seeded first: the session's and the
+# participants' codes, and so everything the session draws from them, are the same every run.
+_SEEDED_LABSERVER = ("import sys, otree.common; otree.common.rng.seed({seed}); "
+                     "from labserver.__main__ import main; sys.exit(main(sys.argv[1:]))")
+
+
 def run_bots(workdir: Path, config: str, participants: int, overrides: dict, database_url: str = "",
              export_dir: Path | None = None, timeout: float = 600, extra_env: dict | None = None,
-             database: str = "rehearsal") -> subprocess.CompletedProcess:
+             database: str = "rehearsal", seed: int | None = None) -> subprocess.CompletedProcess:
     """``labserver bots`` in ``workdir``; ``database="lab"`` plays into the database a server
-    started there serves (``workdir``'s ./db.sqlite3, or ``database_url``)."""
-    args = [PYTHON, "-m", "labserver", "bots", config, str(participants), "--database", database]
+    started there serves (``workdir``'s ./db.sqlite3, or ``database_url``); ``seed`` makes the
+    session's codes (and all they seed) the same every run."""
+    command = [PYTHON, "-m", "labserver"] if seed is None else [PYTHON, "-c", _SEEDED_LABSERVER.format(seed=seed)]
+    args = command + ["bots", config, str(participants), "--database", database]
     args += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     if export_dir:
         args += ["--export", str(export_dir)]
