@@ -26,7 +26,7 @@ OVERRIDES = {"rounds_per_game": 2, "llm_provider": "simulated"}
 SEED = 20261206
 
 _RUN_TO_RUN = [
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[+-]\d{2}:?\d{2}|Z)?"), "<time>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[+-]\d{2}:?\d{2}|Z)?"), "<time>"),
     (re.compile(r"\b1\d{9}(?:\.\d+)?\b"), "<time>"),  # seconds since the epoch (2001-2033)
     (re.compile(r"\b[0-9a-f]{40}\b(?:\+dirty)?"), "<commit>"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<call id>"),
