@@ -5,8 +5,9 @@ game, SQLite) with oTree's random generator seeded: the same codes, messages, ch
 calls every run. What the record holds is compared whole: every custom export, oTree's own
 exports, the manifest, README.txt and datapackage.json. Only what must differ from run to run is
 masked, in ``masked``: clock times, the commit the code runs at, the model calls' random ids, the
-byte counts and hashes of files holding those, and the order of the model calls (as they returned). A change to the code that changes a byte of
-the data shows here; a deliberate one is accepted by regenerating the copies:
+byte counts and hashes of files holding those, and the order of a table's rows. A change to the
+code that changes a byte of the data shows here; a deliberate one is accepted by regenerating
+the copies:
 ``LAB_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden_exports.py`` (then read the diff).
 """
 
@@ -39,17 +40,14 @@ _RUN_TO_RUN = [
 ]
 
 
-# Tables whose rows are in the order concurrent work finished: the agents' model calls are
-# recorded as each call returns, so two agents' calls of one stage may swap places.
-_ROWS_IN_FINISHING_ORDER = ("payment_custom_export_llm_calls_",)
-
-
 def masked(name: str, text: str) -> str:
     """File ``name``'s ``text`` with what differs from run to run of the same seeded session
-    replaced by a placeholder, and rows whose order concurrency decides sorted."""
+    replaced by a placeholder. A table's rows are sorted: several record events in the order they
+    happened (model calls as they return, an agent's and a human's message of one stage, page
+    completions), which the scheduling of concurrent requests decides."""
     for pattern, placeholder in _RUN_TO_RUN:
         text = pattern.sub(placeholder, text)
-    if name.startswith(_ROWS_IN_FINISHING_ORDER):
+    if name.endswith(".csv"):
         header, *rows = text.splitlines(keepends=True)
         assert len(list(csv.reader(io.StringIO(text)))) == len(rows) + 1, f"{name}: one row per line"
         text = header + "".join(sorted(rows))
