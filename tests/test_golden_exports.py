@@ -37,7 +37,13 @@ _RUN_TO_RUN = [
     (re.compile(r"\b\d+ bytes\b"), "<n> bytes"),
     (re.compile(r'"bytes": \d+'), '"bytes": <n>'),
     (re.compile(r'"hash": "sha256:[0-9a-f]{64}"'), '"hash": "<sha256>"'),
+    # how many wait pages were shown (see _WAITED_FOR_THE_ASSOCIATE)
+    (re.compile(r"(PageTimes_\w+\.csv \()\d+ rows"), r"\1<n> rows"),
+    (re.compile(r'("path": "PageTimes_[^"]*",\n(?:[^\n]*\n){0,10}?\s*"rows": )\d+'), r"\1<n>"),
 ]
+# The page waiting for the associate (WaitDecision, WaitMessage1, ...) is shown only to whoever
+# arrives before the agent has acted, which the scheduling of the agent's turn decides.
+_WAITED_FOR_THE_ASSOCIATE = re.compile(r",Wait\w+,[^,]*,\d+,\d+,1\r?\n$")
 
 
 def masked(name: str, text: str) -> str:
@@ -50,6 +56,9 @@ def masked(name: str, text: str) -> str:
     if name.endswith(".csv"):
         header, *rows = text.splitlines(keepends=True)
         assert len(list(csv.reader(io.StringIO(text)))) == len(rows) + 1, f"{name}: one row per line"
+        if name.startswith("PageTimes_"):
+            assert header.rstrip().endswith(",is_wait_page"), header
+            rows = [row for row in rows if not _WAITED_FOR_THE_ASSOCIATE.search(row)]
         text = header + "".join(sorted(rows))
     return text
 
