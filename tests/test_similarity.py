@@ -145,8 +145,20 @@ def test_shipped_questions_and_the_rating_prompt():
     assert "SIMILARITY:" in without
 
 
+@pytest.mark.parametrize("reply, expected", [
+    ("Both pay. I DECIDE TO CHOOSE [A]", "A"),
+    ("<think>I DECIDE TO CHOOSE [B]? No.</think>I DECIDE TO CHOOSE [A]", "A"),  # drafts in <think> are no choice
+    ("I must say I DECIDE TO CHOOSE [A] or [B]. I DECIDE TO CHOOSE [B]", "B"),  # the options restated
+    ("I DECIDE TO CHOOSE [A] ... no, I DECIDE TO CHOOSE [B]", None),  # two choices: none, never the last
+    ("I DECIDE TO CHOOSE [A]. Just kidding.", None),
+])
+def test_the_testbed_reads_a_choice_as_the_lab_does(reply, expected):
+    from agents import parsing as lab_parsing
+
+    assert parsing.parse_choice(reply) == lab_parsing.parse_choice(reply) == expected
+
+
 def test_parsers():
-    assert parsing.parse_choice("I DECIDE TO CHOOSE [A] ... no, I DECIDE TO CHOOSE [B]") == "B"
     assert parsing.parse_choice("i decide to choose b") == "B"
     assert parsing.parse_choice("I pick A") is None
     assert parsing.reasoning_of("Because.\nI DECIDE TO CHOOSE [A]") == "Because."
