@@ -31,7 +31,7 @@ import protocol
 
 from .config import ModelConfig
 from .models.calls import current_call_scope
-from .types import CallStatus, ChatMessage, ModelReply, ModelSettings
+from .types import NO_OPTIONS, CallOptions, CallStatus, ChatMessage, ModelReply, ModelSettings
 
 FAIR_BREAK_RATE_AFTER_EXPLOITED = 0.5
 FAIR_DEFECT_RATE_WITHOUT_PROMISE = 0.7  # the associate announced B or said nothing
@@ -92,7 +92,8 @@ class SimulatedModel:
         """Answer prompts that ``matches`` with ``respond`` (tried before the persona behaviour)."""
         self.responders.append((matches, respond))
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
         time_sent = time.time()
         latency = self.cfg.simulated_latency
         remaining = deadline - time.monotonic()

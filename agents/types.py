@@ -166,12 +166,35 @@ class ModelReply:
     not_sent: bool = False  # a timeout before the request left: too little time for a call of its kind
 
 
+@dataclasses.dataclass(frozen=True)
+class CallOptions:
+    """What one call asks besides its messages, passed by the caller (the agent) with the call:
+    the reply's shape (agents/grammars.py; sent only by a model whose config constrains output)
+    and, for a re-ask, the temperature and seed that make it differ from the first ask."""
+
+    shape: Any = None  # agents.grammars.OutputShape or None
+    temperature: Optional[float] = None  # None = the model's settings
+    seed: Optional[int] = None
+    # Raw request fields and a reply limit of the model check's probes (agents/models/check.py).
+    fields: Optional[dict] = None
+    max_tokens: Optional[int] = None
+
+    def as_dict(self) -> dict:
+        return {"shape": dataclasses.asdict(self.shape) if self.shape is not None else None,
+                "temperature": self.temperature, "seed": self.seed, "fields": self.fields,
+                "max_tokens": self.max_tokens}
+
+
+NO_OPTIONS = CallOptions()  # a call that asks nothing besides its messages
+
+
 @runtime_checkable
 class LanguageModel(Protocol):
     """One small interface for every provider (Concordia style)."""
 
     settings: ModelSettings
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
-        """Send ``messages``; return by ``deadline`` (time.monotonic() seconds), never raise."""
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
+        """Send ``messages`` with ``options``; return by ``deadline`` (time.monotonic() seconds), never raise."""
         ...

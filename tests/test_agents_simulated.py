@@ -206,7 +206,7 @@ def test_a_model_that_raises_cannot_break_a_turn():
     class BrokenModel:
         settings = build_model(ModelConfig(provider="simulated")).settings
 
-        async def complete(self, messages, *, deadline):
+        async def complete(self, messages, *, deadline, options=None):
             raise RuntimeError("boom")
 
     agent = PersonaAgent("agent-1", "fair", BrokenModel(), seed=1)

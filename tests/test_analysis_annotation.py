@@ -212,7 +212,7 @@ class StubModel:
         self.replies = replies
         self.prompts = []
 
-    async def complete(self, messages, *, deadline):
+    async def complete(self, messages, *, deadline, options=None):
         self.prompts.append(messages[0].content)
         return self.replies(messages[0].content)
 

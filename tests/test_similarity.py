@@ -318,12 +318,12 @@ class MalformedModel:
     def __init__(self, name: str):
         self.settings = ModelSettings("openai", name, temperature=1.0)
 
-    async def complete(self, messages, *, deadline):
+    async def complete(self, messages, *, deadline, options=None):
         return ModelReply(CallStatus.OK.value, text="I would rather not say.", input_tokens=10, output_tokens=5)
 
 
 class FailingModel(MalformedModel):
-    async def complete(self, messages, *, deadline):
+    async def complete(self, messages, *, deadline, options=None):
         return ModelReply(CallStatus.RATE_LIMITED.value, error="429 after retries")
 
 
