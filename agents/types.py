@@ -116,6 +116,16 @@ class CallRecord:
         return cls(**d)
 
 
+# A call's fields in the order the tables write them (the lab's llm_calls, the simulations'
+# calls): the lab's data dictionary describes them in this order (tests/test_data_dictionary.py).
+CALL_RECORD_COLUMNS = (
+    "call_id", "agent_id", "round_number", "turn", "attempt", "provider", "model", "parameters",
+    "prompt_version", "messages", "raw_reply", "parsed", "status", "error", "input_tokens",
+    "output_tokens", "cost", "time_sent", "time_first_byte", "time_done", "retries",
+    "prompt_tokens", "trimmed", "reasoning", "flags", "simulated",
+)
+
+
 @dataclass
 class TurnResult:
     """What a turn produced. ``text`` for message turns, ``choice`` for decisions."""
