@@ -95,7 +95,7 @@ class CallRecord:
     time_done: Optional[float] = None
     retries: int = 0  # HTTP-level retries inside this call
     simulated: bool = False  # True for the offline persona model
-    # Added for real models (issue 10):
+    # What real models need on the record:
     prompt_tokens: Optional[int] = None  # counted by us before sending (tiktoken or the estimate)
     trimmed: int = 0  # earlier rounds' transcripts dropped to fit the context window
     reasoning: Optional[str] = None  # <think> blocks and providers' reasoning fields, never parsed

@@ -13,10 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import protocol
 from tests import processes
 
 PROJECT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+# The quiz's right answers as a participant types them: the payoffs of protocol.py.
+QUIZ_ANSWERS = {**{f"quiz_{own}{other}": str(protocol.payoff(own, other)) for own, other in protocol.PAYOFFS},
+                "quiz_same_associate": "False"}
 
 
 def make_project_copy(work: Path) -> Path:
@@ -200,3 +204,30 @@ class LabServer:
         return list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
 
 
+
+
+def exported_table(export_dir: Path, name: str) -> list[dict]:
+    """The rows of one of docs/DATA.md's tables (``decisions``, ``llm_calls``...) that ``labserver
+    bots --export`` wrote to ``export_dir``."""
+    import csv
+
+    [path] = export_dir.glob(f"payment_custom_export_{name}_*.csv")
+    with path.open(encoding="utf8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def journal_rows(server: LabServer) -> list[tuple]:
+    """(state, record JSON) of every call in the server's call journal."""
+    import sqlite3
+
+    [path] = list(server.workdir.glob("llm_call_journal-*.sqlite3"))
+    with sqlite3.connect(path) as connection:
+        return connection.execute("SELECT state, record FROM calls").fetchall()
+
+
+def current_page(server: LabServer, code: str) -> str:
+    """Where the server has the participant (the start address redirects there)."""
+    import requests
+
+    response = requests.get(f"{server.base_url}/InitializeParticipant/{code}", timeout=30, allow_redirects=False)
+    return response.headers.get("location", "")

@@ -159,8 +159,8 @@ class DeadlineModel(SlowModel):
 
 def test_calls_cut_off_unanswered_grow_the_estimate_and_the_message_cites_what_was_measured():
     """A server slower than any deadline: the first call is sent (nothing measured), cut off; the
-    estimate is then longer than it ran, so the next call with less time is not sent. Before,
-    only answered calls counted: the estimate stayed at its floor and every call was sent."""
+    estimate is then longer than it ran, so the next call with less time is not sent. Were only
+    answered calls counted, the estimate would stay at its floor and every call would be sent."""
     inner = DeadlineModel(1.0)
     model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
     message = OutputShape("message", 4)
@@ -228,8 +228,8 @@ def _local_model(fake, **extra):
 
 def test_decisions_a_stage_cannot_fit_on_one_slot_are_not_sent(fake_llm):
     """Three decisions at once on one slot, with time for two and a half: two are answered, the
-    third is not sent (it would end after its stage), not computed in vain. Before, a model with
-    fewer than five answers of late sent every call."""
+    third is not sent (it would end after its stage), not computed in vain, also by a model with
+    fewer than five answers of late."""
     fake_llm.set(latency=0.5)
     model = _local_model(fake_llm)
     agents = [PersonaAgent(f"agent-{n}", "fair", model, language="en", seed=n) for n in range(4)]

@@ -377,7 +377,7 @@ def test_cli_estimate_runs_nothing(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
-# --- issue 12: order, intervals, errors ---------------------------------------------------------
+# --- order, intervals, errors -------------------------------------------------------------------
 def test_tables_are_written_in_a_fixed_order(tmp_path):
     config = small_config()
     first = run(config, tmp_path / "a").frames(config.run_id)["decisions"]
