@@ -5,9 +5,9 @@ game, SQLite) with oTree's random generator seeded: the same codes, messages, ch
 calls every run. What the record holds is compared whole: every custom export, oTree's own
 exports, the manifest, README.txt and datapackage.json. Only what must differ from run to run is
 masked, in ``masked``: clock times, the commit the code runs at, the model calls' random ids, the
-byte counts and hashes of files holding those, and the order of a table's rows. A change to the
-code that changes a byte of the data shows here; a deliberate one is accepted by regenerating
-the copies:
+installed packages' versions, the byte counts and hashes of files holding those, and the order of
+a table's rows. A change to the code that changes a byte of the data shows here; a deliberate
+one is accepted by regenerating the copies:
 ``LAB_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden_exports.py`` (then read the diff).
 """
 
@@ -33,6 +33,8 @@ _RUN_TO_RUN = [
     (re.compile(r"\b1\d{9}(?:\.\d+)?\b"), "<time>"),  # seconds since the epoch (2001-2033)
     (re.compile(r"\b[0-9a-f]{40}\b(?:\+dirty)?"), "<commit>"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<call id>"),
+    # the versions of the installed packages the manifest records (oTree's is pinned: kept)
+    (re.compile(r'("{1,2}(?:anthropic|jinja2|openai|pydantic|python)"{1,2}: "{1,2})[0-9][^"]*'), r"\1<version>"),
     # the sizes and hashes of the files above, which hold times
     (re.compile(r"\b\d+ bytes\b"), "<n> bytes"),
     (re.compile(r'"bytes": \d+'), '"bytes": <n>'),
