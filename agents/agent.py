@@ -28,7 +28,7 @@ import experiment_design as ed
 import protocol
 
 from . import grammars, prompts
-from .models import CallOptions, call_charges, call_options, call_scope, redact
+from .models import CallOptions, call_charges, call_scope, redact
 from .parsing import (choice_problem, cut_message, grammar_choice, grammar_message, has_han, is_refusal,
                       message_problem, parse_choice, parse_message, split_reasoning)
 from .tokens import count_message_tokens
@@ -320,8 +320,8 @@ class PersonaAgent:
         _journal(self.journal.started, record)
         try:
             with call_scope(f"{self.agent_id}|{self.seed}|r{round_number}|{kind}|{attempt}"), \
-                    call_options(options), call_charges() as charges:
-                reply = await self.model.complete(list(sent), deadline=deadline)
+                    call_charges() as charges:
+                reply = await self.model.complete(list(sent), deadline=deadline, options=options)
         except asyncio.CancelledError:
             record.status, record.time_done = CallStatus.CANCELLED.value, time.time()
             self._charged(record, charges)

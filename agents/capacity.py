@@ -39,9 +39,9 @@ from typing import Optional
 from . import grammars
 from .agent import MAX_TURN_MARGIN_SECONDS, TURN_MARGIN_SECONDS, PersonaAgent
 from .config import ModelConfig
-from .models import CallOptions, build_model, call_options, current_call_options, model_settings
+from .models import CallOptions, build_model, model_settings
 from .tokens import count_message_tokens, count_text_tokens
-from .types import CallStatus, ChatMessage, ModelReply, TurnKind
+from .types import NO_OPTIONS, CallStatus, ChatMessage, ModelReply, TurnKind
 
 NARROW_MARGIN = 1.5  # below this ratio of time available to time needed, a session is warned about
 VERDICTS = ("fits", "narrow", "refused", "unmeasured")
@@ -187,9 +187,10 @@ class _Recorder:
         self._language = language
         self._reply_tokens = cfg.max_tokens
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
         self.calls.append(list(messages))
-        shape = current_call_options().shape
+        shape = options.shape
         ending = (" I DECIDE TO CHOOSE [A]" if shape is not None and shape.kind == "decision"
                   else f" <{self._rng.choice(TYPICAL_MESSAGES[self._language])}>")
         words: list[str] = []
@@ -305,8 +306,7 @@ def measure_server(cfg: ModelConfig, decision: StagePrompt, *, model=None,
     async def one(messages: list[ChatMessage], options: CallOptions) -> ModelReply:
         """One call, asked again once after an error of the server (not after a timeout)."""
         for _ in range(2):
-            with call_options(options):
-                reply = await model.complete(messages, deadline=time.monotonic() + bound_seconds)
+            reply = await model.complete(messages, deadline=time.monotonic() + bound_seconds, options=options)
             if reply.status not in (CallStatus.PROVIDER_ERROR.value, CallStatus.RATE_LIMITED.value):
                 break
         return reply

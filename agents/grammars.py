@@ -1,4 +1,4 @@
-"""The paper's reply format as a grammar, for servers that constrain their sampler (issue 25).
+"""The paper's reply format as a grammar, for servers that constrain their sampler.
 
 The reply stays the paper's text: STEP 1 … STEP n, one line each, then a message inside ``<…>``
 (message stages) or the sentence ``I DECIDE TO CHOOSE [A]`` / ``[B]`` (decision stages). Only the

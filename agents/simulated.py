@@ -30,9 +30,11 @@ import threading
 import time
 from typing import Callable, Optional
 
+import protocol
+
 from .config import ModelConfig
 from .models.calls import current_call_scope
-from .types import CallStatus, ChatMessage, ModelReply, ModelSettings
+from .types import NO_OPTIONS, CallOptions, CallStatus, ChatMessage, ModelReply, ModelSettings
 
 FAIR_BREAK_RATE_AFTER_EXPLOITED = 0.5
 FAIR_DEFECT_RATE_WITHOUT_PROMISE = 0.7  # the associate announced B or said nothing
@@ -40,17 +42,21 @@ SELFISH_PROMISE_RATE = 0.7
 SELFISH_DEFECT_RATE = 0.9
 PERSONA_MARKERS = {"COOPERATIVE human": "cooperative", "FAIR-MINDED human": "fair",
                    "INDIVIDUALISTIC human": "selfish", "RECIPROCATING human": "reciprocating"}
+# The points the replies quote, as the paper's game pays them.
+BOTH_A, BOTH_B = protocol.payoff("A", "A"), protocol.payoff("B", "B")
+EXPLOITING, EXPLOITED = protocol.payoff("B", "A"), protocol.payoff("A", "B")
 
 # Canned messages: (persona kind, language) -> options. "promise" proposes A/A, "threat" is B.
 MESSAGES = {
-    ("promise", "zh"): ["咱们都选A吧，各拿70，双赢！", "一起选A呗，大家都不亏～", "选A吧，合作最划算，我肯定选A。",
-                        "我选A，你也选A，咱俩都拿70，咋样？"],
-    ("promise", "en"): ["Let's both pick A, 70 each, win-win!", "How about we both go A? Nobody loses.",
-                        "I'm going A, you go A too and we both get 70.", "A for both of us? Best deal around."],
+    ("promise", "zh"): [f"咱们都选A吧，各拿{BOTH_A}，双赢！", "一起选A呗，大家都不亏～", "选A吧，合作最划算，我肯定选A。",
+                        f"我选A，你也选A，咱俩都拿{BOTH_A}，咋样？"],
+    ("promise", "en"): [f"Let's both pick A, {BOTH_A} each, win-win!", "How about we both go A? Nobody loses.",
+                        f"I'm going A, you go A too and we both get {BOTH_A}.", "A for both of us? Best deal around."],
     ("agree", "zh"): ["好嘞，说定了，都选A！", "行，一言为定，选A～", "没问题，咱俩都选A！"],
     ("agree", "en"): ["Deal, A it is!", "Cool, we both go A then.", "Sounds good, A for both!"],
-    ("persuade", "zh"): ["还是选A吧，都选B只有40，太亏了。", "别选B嘛，一起选A各拿70多好。"],
-    ("persuade", "en"): ["Come on, let's do A, both B only gets us 40.", "Don't go B, A/A gives us 70 each."],
+    ("persuade", "zh"): [f"还是选A吧，都选B只有{BOTH_B}，太亏了。", f"别选B嘛，一起选A各拿{BOTH_A}多好。"],
+    ("persuade", "en"): [f"Come on, let's do A, both B only gets us {BOTH_B}.",
+                         f"Don't go B, A/A gives us {BOTH_A} each."],
     ("vague", "zh"): ["看情况吧，我再想想。", "嗯，这局我自己有数。"],
     ("vague", "en"): ["We'll see, let me think.", "I've got my own plan this round."],
 }
@@ -89,7 +95,8 @@ class SimulatedModel:
         """Answer prompts that ``matches`` with ``respond`` (tried before the persona behaviour)."""
         self.responders.append((matches, respond))
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
         time_sent = time.time()
         latency = self.cfg.simulated_latency
         remaining = deadline - time.monotonic()
@@ -144,8 +151,10 @@ class SimulatedModel:
             kind = "promise"
         message = rng.choice(MESSAGES[(kind, language)])
         return (
-            "STEP 1: If I choose B and my associate chooses A, I get 80 and they get 10; if we both choose B, 40 each.\n"
-            "STEP 2: If I choose A and my associate chooses A, we both get 70; if they choose B, I get 10 and they get 80.\n"
+            f"STEP 1: If I choose B and my associate chooses A, I get {EXPLOITING} and they get {EXPLOITED}; "
+            f"if we both choose B, {BOTH_B} each.\n"
+            f"STEP 2: If I choose A and my associate chooses A, we both get {BOTH_A}; "
+            f"if they choose B, I get {EXPLOITED} and they get {EXPLOITING}.\n"
             f"STEP 3: As a {persona} person, the ideal strategy pair for this round is A/A.\n"
             f"STEP 4: <{message}>"
         )
@@ -165,7 +174,7 @@ class SimulatedModel:
             reason = "My associate chose B last round." if defect else "I return my associate's goodwill."
         elif persona == "selfish":
             defect = rng.random() < SELFISH_DEFECT_RATE
-            reason = "B pays me more whatever my associate does." if defect else "A could pay 70 this time."
+            reason = "B pays me more whatever my associate does." if defect else f"A could pay {BOTH_A} this time."
         else:
             if exploited_last:
                 rate = FAIR_BREAK_RATE_AFTER_EXPLOITED
@@ -174,11 +183,12 @@ class SimulatedModel:
             else:
                 rate = self.cfg.simulated_fair_break_rate
             defect = rng.random() < rate
-            reason = ("I cannot risk getting only 10." if defect else "A/A is fair and my associate seems honest.")
+            reason = (f"I cannot risk getting only {EXPLOITED}." if defect
+                      else "A/A is fair and my associate seems honest.")
         choice = "B" if defect else "A"
         return (
-            "STEP 1: Choosing B gives me 80 if my associate chooses A, 40 if B.\n"
-            "STEP 2: Choosing A gives me 70 if my associate chooses A, 10 if B.\n"
+            f"STEP 1: Choosing B gives me {EXPLOITING} if my associate chooses A, {BOTH_B} if B.\n"
+            f"STEP 2: Choosing A gives me {BOTH_A} if my associate chooses A, {EXPLOITED} if B.\n"
             f"STEP 3: I have played {len(past)} rounds so far, each with a new associate.\n"
             f"STEP 4: {'We talked about A/A.' if associate_promised else 'No clear promise of A from my associate.'}\n"
             f"STEP 5: {reason}\n"

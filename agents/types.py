@@ -95,7 +95,7 @@ class CallRecord:
     time_done: Optional[float] = None
     retries: int = 0  # HTTP-level retries inside this call
     simulated: bool = False  # True for the offline persona model
-    # Added for real models (issue 10):
+    # What real models need on the record:
     prompt_tokens: Optional[int] = None  # counted by us before sending (tiktoken or the estimate)
     trimmed: int = 0  # earlier rounds' transcripts dropped to fit the context window
     reasoning: Optional[str] = None  # <think> blocks and providers' reasoning fields, never parsed
@@ -114,6 +114,16 @@ class CallRecord:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CallRecord":
         return cls(**d)
+
+
+# A call's fields in the order the tables write them (the lab's llm_calls, the simulations'
+# calls): the lab's data dictionary describes them in this order (tests/test_data_dictionary.py).
+CALL_RECORD_COLUMNS = (
+    "call_id", "agent_id", "round_number", "turn", "attempt", "provider", "model", "parameters",
+    "prompt_version", "messages", "raw_reply", "parsed", "status", "error", "input_tokens",
+    "output_tokens", "cost", "time_sent", "time_first_byte", "time_done", "retries",
+    "prompt_tokens", "trimmed", "reasoning", "flags", "simulated",
+)
 
 
 @dataclass
@@ -166,12 +176,35 @@ class ModelReply:
     not_sent: bool = False  # a timeout before the request left: too little time for a call of its kind
 
 
+@dataclasses.dataclass(frozen=True)
+class CallOptions:
+    """What one call asks besides its messages, passed by the caller (the agent) with the call:
+    the reply's shape (agents/grammars.py; sent only by a model whose config constrains output)
+    and, for a re-ask, the temperature and seed that make it differ from the first ask."""
+
+    shape: Any = None  # agents.grammars.OutputShape or None
+    temperature: Optional[float] = None  # None = the model's settings
+    seed: Optional[int] = None
+    # Raw request fields and a reply limit of the model check's probes (agents/models/check.py).
+    fields: Optional[dict] = None
+    max_tokens: Optional[int] = None
+
+    def as_dict(self) -> dict:
+        return {"shape": dataclasses.asdict(self.shape) if self.shape is not None else None,
+                "temperature": self.temperature, "seed": self.seed, "fields": self.fields,
+                "max_tokens": self.max_tokens}
+
+
+NO_OPTIONS = CallOptions()  # a call that asks nothing besides its messages
+
+
 @runtime_checkable
 class LanguageModel(Protocol):
     """One small interface for every provider (Concordia style)."""
 
     settings: ModelSettings
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
-        """Send ``messages``; return by ``deadline`` (time.monotonic() seconds), never raise."""
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
+        """Send ``messages`` with ``options``; return by ``deadline`` (time.monotonic() seconds), never raise."""
         ...

@@ -12,6 +12,8 @@ An LLM can fill the same columns (``machine_annotate``); its rows are labelled
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import json
 import re
 import secrets
@@ -19,9 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import numpy as np
 import pandas as pd
 
+import protocol
 from analysis.blind_output import without_persona
 from analysis.load import (BREACH_CHECKS, LABEL_COLUMNS, MOTIVES, UNREADABLE, parse_agreement, parse_strategy,
                            to_bool)
@@ -290,24 +294,30 @@ def breach_check_agreement(ratings: pd.DataFrame) -> pd.DataFrame:
 
 
 # --- The optional LLM annotator ------------------------------------------------------------------
-MACHINE_INSTRUCTIONS = """You annotate the pre-game chat of a two-player game (SI Note 2 of \
-"Overcoming the Machine Penalty with Imperfectly Fair AI Agents"). Each player chooses A or B. \
-Payoffs (own, other): A/A 70/70, A/B 10/80, B/A 80/10, B/B 40/40. Below are the four messages, \
-player 1 and player 2 each wrote two. Label:
-- p1_preferred, p2_preferred: the strategy each player says they will choose or prefer ("A", "B", \
-or "" when unclear);
-- p1_wants_other, p2_wants_other: the strategy each player wants the OTHER to choose ("A", "B" or "");
-- agreement: true when both players agree to choose A (mutual A), else false.
-Answer with one JSON object with exactly these five keys and nothing else."""
+ANNOTATION_PROMPTS = Path(__file__).resolve().parent.parent / "prompts" / "annotation"
+MACHINE_PROMPT = "conversation_labels.j2"
+PLAYERS = (("p1", "Player 1"), ("p2", "Player 2"))
+
+
+@functools.lru_cache(maxsize=1)
+def _machine_template() -> tuple[jinja2.Template, str]:
+    """The annotator's prompt template and its version: a content hash of the file, as the agents'
+    prompts are versioned, so every machine label says which wording produced it."""
+    source = (ANNOTATION_PROMPTS / MACHINE_PROMPT).read_text(encoding="utf-8")
+    digest = hashlib.sha256(MACHINE_PROMPT.encode("utf-8") + b"\0" + source.encode("utf-8") + b"\0")
+    template = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False).from_string(source)
+    return template, "annotation-" + digest.hexdigest()[:12]
+
+
+def machine_prompt_version() -> str:
+    return _machine_template()[1]
 
 
 def _machine_prompt(row: pd.Series) -> str:
-    lines = [MACHINE_INSTRUCTIONS, ""]
-    for stage in (1, 2):
-        for side, player in (("p1", "Player 1"), ("p2", "Player 2")):
-            text = row.get(f"{side}_message_{stage}", "") or NO_MESSAGE
-            lines.append(f"{player}, message {stage}: {text}")
-    return "\n".join(lines)
+    messages = [{"player": player, "stage": stage, "text": row.get(f"{side}_message_{stage}", "") or NO_MESSAGE}
+                for stage in (1, 2) for side, player in PLAYERS]
+    payoffs = [(own, other, points) for (own, other), points in protocol.PAYOFFS.items()]
+    return _machine_template()[0].render(payoffs=payoffs, messages=messages)
 
 
 def parse_machine_reply(text: str | None) -> dict[str, str] | None:
@@ -353,6 +363,7 @@ def machine_annotate(conversations: pd.DataFrame, model_config: Any = None, *, m
     # The blind template names conversations by item (the model sees what annotators see);
     # the conversations table by conversation_id.
     identifier = ITEM if ITEM in conversations else "conversation_id"
+    version = machine_prompt_version()
 
     async def annotate_all() -> list[dict[str, str]]:
         gate = asyncio.Semaphore(concurrency)
@@ -364,10 +375,11 @@ def machine_annotate(conversations: pd.DataFrame, model_config: Any = None, *, m
             labels = parse_machine_reply(reply.text) if reply.status == "ok" else None
             note = "" if labels else (f"status {reply.status}" if reply.status != "ok" else "no JSON labels")
             labels = labels or {column: "" for column in LABEL_COLUMNS}
-            return {identifier: row[identifier], "annotator": annotator, **labels, "machine_note": note}
+            return {identifier: row[identifier], "annotator": annotator, **labels, "machine_note": note,
+                    "prompt_version": version}
 
         return await asyncio.gather(*(annotate_one(row) for _, row in conversations.iterrows()))
 
     rows = asyncio.run(annotate_all())
-    table = pd.DataFrame(rows, columns=[identifier, "annotator", *LABEL_COLUMNS, "machine_note"])
+    table = pd.DataFrame(rows, columns=[identifier, "annotator", *LABEL_COLUMNS, "machine_note", "prompt_version"])
     return table

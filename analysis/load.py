@@ -36,7 +36,9 @@ class TableSpec:
     name: str
     signature: tuple[str, ...]  # the columns that identify the table (DATA.md)
     required: tuple[str, ...]  # without these the table cannot be used at all
-    contract: tuple[str, ...]  # every other DATA.md column; a missing one is filled with blanks
+    # the other DATA.md columns the analysis reads (lab/data_dictionary.py's: a test holds them to it);
+    # a missing one is filled with blanks
+    contract: tuple[str, ...]
 
 
 _MAIN_KEYS = ("session_code", "treatment", "associate_type", "label_setting")

@@ -36,6 +36,7 @@ import protocol
 from agents.types import TurnKind, TurnStatus
 from lab import agent_runtime as agents
 from lab import app_registry
+from lab import data_dictionary as dd
 from lab import game as lab_game
 from lab import model_probe, pause
 from lab.dashboard import model_check_details
@@ -210,14 +211,7 @@ def stand_in_persona(session) -> str:
     return "fair" if chosen == "imitate" else chosen
 
 
-LLM_CALL_COLUMNS = [
-    "session_code", "treatment", "associate_type", "label_setting", "game_order", "source", "game",
-    "participant_code", *[name for name in ("call_id", "agent_id", "round_number", "turn", "attempt", "provider",
-                                            "model", "parameters", "prompt_version", "messages", "raw_reply",
-                                            "parsed", "status", "error", "input_tokens", "output_tokens", "cost",
-                                            "time_sent", "time_first_byte", "time_done", "retries", "prompt_tokens",
-                                            "trimmed", "reasoning", "flags", "simulated")],
-]
+LLM_CALL_COLUMNS = list(dd.LLM_CALLS)  # the session's keys, game, participant_code, then a call's fields
 
 
 def llm_call_rows(players):

@@ -14,12 +14,9 @@ from lab import data_dictionary as dd
 from lab import game as lab_game
 from lab.session_settings import GAME_APPS
 
-MESSAGE_COLUMNS = [
-    "session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
-    "game", "round", "conversation_id", "stage", "sender_code", "sender_kind", "receiver_code",
-    "receiver_kind", "text", "sent_in_time", "stage_started_at", "sent_at", "unsent_draft",
-    "stand_in", "partner_stand_in",
-]
+# The tables' columns are the data dictionary's, in its order: named once, with their meaning.
+DECISION_COLUMNS = list(dd.DECISIONS)
+MESSAGE_COLUMNS = list(dd.MESSAGES)
 
 
 def _questionnaire_columns() -> list:
@@ -86,7 +83,7 @@ def decisions_rows(players):
     from lab import agent_runtime
     from lab.agent_pages import decision_rows
 
-    yield lab_game.DECISION_COLUMNS
+    yield DECISION_COLUMNS
     game_players: dict = {}  # the games' player rows and the agents' turns, read a session at a time
     for player in players:
         for game, tables in app_registry.all_game_tables().items():

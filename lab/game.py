@@ -270,14 +270,6 @@ def decision_row(player, game: str) -> list:
     ]
 
 
-DECISION_COLUMNS = [
-    "session_code", "treatment", "associate_type", "label_setting", "game_order", "source",
-    "game", "game_index", "round", "player_code", "player_kind", "persona", "associate_code",
-    "associate_kind", "conversation_id", "choice", "timed_out", "associate_choice", "payoff",
-    "associate_payoff", "decided_at", "stand_in", "partner_stand_in", "dropout_rule", "after_drop",
-]
-
-
 def csv_bool(value):
     """DATA.md writes booleans as True/False (oTree's CSV writer would turn bool into 1/0)."""
     return None if value is None else str(bool(value))

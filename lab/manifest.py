@@ -99,7 +99,8 @@ def session_experiment_now(config: dict):
 
 
 def prompt_hashes() -> dict:
-    """sha256 of every prompt template the agents read (prompts/*.j2), by file name."""
+    """sha256 of every prompt template under prompts/ (the agents', the similarity testbed's, the
+    machine annotator's), by path under prompts/."""
     folder = PROJECT_ROOT / "prompts"
     return {path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
             for path in sorted(folder.rglob("*.j2"))}

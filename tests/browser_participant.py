@@ -11,12 +11,13 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from tests.lab_server import QUIZ_ANSWERS
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/\d+")
 WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished", "Lobby"}
-QUIZ_ANSWERS = {"quiz_AA": "70", "quiz_AB": "10", "quiz_BA": "80", "quiz_BB": "40", "quiz_same_associate": "False"}
 
 
 @dataclass
@@ -187,3 +188,12 @@ async def answer(page, name: str, script: Script) -> None:
         await page.click(".otree-btn-next")
     else:  # Welcome, Rules, GameIntro, SocialValueOrientation (sliders keep their start)
         await page.click(".otree-btn-next")
+
+
+async def admin_login(page, base_url: str, password: str) -> None:
+    """Log in to oTree's admin pages as ``admin`` in a browser page."""
+    await page.goto(f"{base_url}/login")
+    await page.locator("input[name=username]").type("admin")
+    await page.locator("input[name=password]").type(password)
+    await page.locator("#btn-login").click()
+    await page.wait_for_load_state()

@@ -18,6 +18,8 @@ from typing import Callable, Optional
 
 import requests
 
+from tests.lab_server import QUIZ_ANSWERS
+
 PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/(?P<index>\d+)")
 COMPLETION_CODE_RE = re.compile(r'id="completion-code">([^<]*)<')
 LIVE_URL_RE = re.compile(r'id="otree-live" data-socket-url="([^"]+)"')
@@ -25,7 +27,6 @@ REMAINING_SECONDS_RE = re.compile(r"remainingTimeoutSeconds = ([0-9.]+|null);")
 # The page's own socket (lab/notices.py), as its state block names it (JSON: "&" escaped).
 PAGE_SOCKET_RE = re.compile(r'"socket": "(/lab_notices\?[^"]+)"')
 WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished"}
-QUIZ = {"quiz_AA": "70", "quiz_AB": "10", "quiz_BA": "80", "quiz_BB": "40", "quiz_same_associate": "False"}
 LIKERT_PAGES = {
     "Perception": ["agency", "experience", "trustworthiness", "intelligence", "likability", "cooperativeness", "fairness"],
     "CommunicationQuality": ["clarity", "conciseness", "concreteness", "coherence", "courteousness",
@@ -216,7 +217,7 @@ class HttpParticipant:
         if page == "Decision":
             return {"choice": self.choice}
         if page == "Quiz":
-            return dict(QUIZ)
+            return dict(QUIZ_ANSWERS)
         if page == "NormEstimates":
             return {"norm_estimate_WC": "3", "norm_estimate_WoC": "2"}
         if page in LIKERT_PAGES:

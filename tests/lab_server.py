@@ -13,10 +13,14 @@ import sys
 import time
 from pathlib import Path
 
+import protocol
 from tests import processes
 
 PROJECT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+# The quiz's right answers as a participant types them: the payoffs of protocol.py.
+QUIZ_ANSWERS = {**{f"quiz_{own}{other}": str(protocol.payoff(own, other)) for own, other in protocol.PAYOFFS},
+                "quiz_same_associate": "False"}
 
 
 def make_project_copy(work: Path) -> Path:
@@ -39,12 +43,20 @@ def lab_env(database_url: str = "", **extra) -> dict:
     return env
 
 
+# ``python -m labserver`` with oTree's random generator seeded first: the session's and the
+# participants' codes, and so everything the session draws from them, are the same every run.
+_SEEDED_LABSERVER = ("import sys, otree.common; otree.common.rng.seed({seed}); "
+                     "from labserver.__main__ import main; sys.exit(main(sys.argv[1:]))")
+
+
 def run_bots(workdir: Path, config: str, participants: int, overrides: dict, database_url: str = "",
              export_dir: Path | None = None, timeout: float = 600, extra_env: dict | None = None,
-             database: str = "rehearsal") -> subprocess.CompletedProcess:
+             database: str = "rehearsal", seed: int | None = None) -> subprocess.CompletedProcess:
     """``labserver bots`` in ``workdir``; ``database="lab"`` plays into the database a server
-    started there serves (``workdir``'s ./db.sqlite3, or ``database_url``)."""
-    args = [PYTHON, "-m", "labserver", "bots", config, str(participants), "--database", database]
+    started there serves (``workdir``'s ./db.sqlite3, or ``database_url``); ``seed`` makes the
+    session's codes (and all they seed) the same every run."""
+    command = [PYTHON, "-m", "labserver"] if seed is None else [PYTHON, "-c", _SEEDED_LABSERVER.format(seed=seed)]
+    args = command + ["bots", config, str(participants), "--database", database]
     args += [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]
     if export_dir:
         args += ["--export", str(export_dir)]
@@ -192,3 +204,30 @@ class LabServer:
         return list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
 
 
+
+
+def exported_table(export_dir: Path, name: str) -> list[dict]:
+    """The rows of one of docs/DATA.md's tables (``decisions``, ``llm_calls``...) that ``labserver
+    bots --export`` wrote to ``export_dir``."""
+    import csv
+
+    [path] = export_dir.glob(f"payment_custom_export_{name}_*.csv")
+    with path.open(encoding="utf8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def journal_rows(server: LabServer) -> list[tuple]:
+    """(state, record JSON) of every call in the server's call journal."""
+    import sqlite3
+
+    [path] = list(server.workdir.glob("llm_call_journal-*.sqlite3"))
+    with sqlite3.connect(path) as connection:
+        return connection.execute("SELECT state, record FROM calls").fetchall()
+
+
+def current_page(server: LabServer, code: str) -> str:
+    """Where the server has the participant (the start address redirects there)."""
+    import requests
+
+    response = requests.get(f"{server.base_url}/InitializeParticipant/{code}", timeout=30, allow_redirects=False)
+    return response.headers.get("location", "")

@@ -22,6 +22,7 @@ from agents.types import CallRecord
 from lab.agent_runtime.engine import AgentEngine
 from tests.fake_llm_server import FakeLLMServer
 from tests.http_participant import HttpParticipant
+from tests.lab_server import journal_rows
 
 PRICE = 100.0  # USD per million tokens, input and output: 1e-4 USD a token
 MAX_TOKENS = 2000
@@ -95,21 +96,13 @@ def test_an_abandoned_call_is_spent_at_once_and_on_record_once(lab_server, datab
         assert _spent(server, code, "game_without_chat") == pytest.approx(float(call["cost"]), abs=1e-4)
 
         # A kill -9 and a new start: the journal does not make a second row of it.
-        assert [state for state, _ in _journal_rows(server)] == ["abandoned"]
+        assert [state for state, _ in journal_rows(server)] == ["abandoned"]
         server.restart(kill=True)
         after = server.export("payment", "custom_export_llm_calls", code)
         assert sorted((c["call_id"], c["status"], c["cost"]) for c in after) == sorted(
             (c["call_id"], c["status"], c["cost"]) for c in calls)
         assert _spent(server, code, "game_without_chat") == pytest.approx(float(call["cost"]), abs=1e-4)
-        assert _journal_rows(server) == [], "the journal's abandoned row is cleared at the start"
-
-
-def _journal_rows(server):
-    import sqlite3
-
-    [path] = list(server.workdir.glob("llm_call_journal-*.sqlite3"))
-    with sqlite3.connect(path) as connection:
-        return connection.execute("SELECT state, record FROM calls").fetchall()
+        assert journal_rows(server) == [], "the journal's abandoned row is cleared at the start"
 
 
 @pytest.mark.server

@@ -1,4 +1,4 @@
-"""Zero wait (issue 14): an agent that has answered costs the participant nothing.
+"""Zero wait: an agent that has answered costs the participant nothing.
 
 Against the production server: a participant slower than the model never lands on a wait page
 (the turn is settled in the request that submits the stage); a participant faster than the

@@ -1,4 +1,4 @@
-"""The lab on real-model failure modes (issue 10): the model check at session creation, the
+"""The lab on real-model failure modes: the model check at session creation, the
 "Test model" button, the fallback warning, and calls in flight at a kill -9."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import requests
 from lab.session_settings import SessionConfigError, validate
 from tests.fake_llm_server import FakeLLMServer
 from tests.http_participant import HttpParticipant
+from tests.lab_server import journal_rows
 
 
 def _agent_config(**extra):
@@ -74,14 +75,6 @@ SHORT = dict(rounds_per_game=1, language="en", message_1_seconds=30, read_1_seco
              read_2_seconds=6, decision_seconds=30, result_seconds=6, llm_check_model=False)
 
 
-def _journal_rows(server):
-    import sqlite3
-
-    [path] = list(server.workdir.glob("llm_call_journal-*.sqlite3"))
-    with sqlite3.connect(path) as connection:
-        return connection.execute("SELECT state, record FROM calls").fetchall()
-
-
 @pytest.mark.server
 def test_a_call_in_flight_at_a_kill_is_recorded_and_its_turn_resumed_at_start(lab_server, database_url):
     """kill -9 while the agent's first message is with the (slow) model: at the restart, before
@@ -107,7 +100,7 @@ def test_a_call_in_flight_at_a_kill_is_recorded_and_its_turn_resumed_at_start(la
         while not model_server.request_count and time.time() < deadline:
             time.sleep(0.2)
         assert model_server.request_count >= 1, server.log()[-2000:]
-        pending = [json.loads(r) for state, r in _journal_rows(server) if state == "pending"]
+        pending = [json.loads(r) for state, r in journal_rows(server) if state == "pending"]
         assert pending and pending[0]["status"] == "pending" and pending[0]["prompt_tokens"] > 0
         sent_before_kill = model_server.request_count
         server.restart(kill=True)

@@ -1,4 +1,4 @@
-"""Agents against what real models do (issue 10), through the real OpenAI SDK and the fake server:
+"""Agents against what real models do, through the real OpenAI SDK and the fake server:
 reasoning, HTML, conflicting or retracted decisions, refusals, over-long messages, memory and
 context windows, the call journal and the model check."""
 

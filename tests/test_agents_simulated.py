@@ -6,6 +6,7 @@ import asyncio
 import json
 import random
 import time
+from pathlib import Path
 
 import pytest
 
@@ -205,7 +206,7 @@ def test_a_model_that_raises_cannot_break_a_turn():
     class BrokenModel:
         settings = build_model(ModelConfig(provider="simulated")).settings
 
-        async def complete(self, messages, *, deadline):
+        async def complete(self, messages, *, deadline, options=None):
             raise RuntimeError("boom")
 
     agent = PersonaAgent("agent-1", "fair", BrokenModel(), seed=1)
@@ -213,3 +214,31 @@ def test_a_model_that_raises_cannot_break_a_turn():
     assert result.status == TurnStatus.FALLBACK.value and result.choice in ("A", "B")
     assert result.fallback_reason == CallStatus.PROVIDER_ERROR.value
     assert result.calls[0].error == "RuntimeError: boom"
+
+
+
+def test_the_simulated_replies_quote_the_payoffs_of_the_protocol():
+    """The points in the persona's reasoning and canned messages are the protocol's, not typed anew:
+    with every payoff one point higher (in a process of its own), so are the replies."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import random, protocol
+        for pair, (own, other) in list(protocol.PAYOFFS.items()):
+            protocol.PAYOFFS[pair] = (own + 1, other + 1)
+        from agents.config import ModelConfig
+        from agents.simulated import MESSAGES, SimulatedModel
+        from agents.types import ChatMessage
+        prompt = "Now this is the decision stage. I DECIDE TO CHOOSE [A or B]"
+        print(SimulatedModel(ModelConfig(provider="simulated")).reply_text([ChatMessage("user", prompt)],
+                                                                          random.Random(1)))
+        print(MESSAGES[("promise", "en")])
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            cwd=str(Path(__file__).resolve().parent.parent))
+    assert result.returncode == 0, result.stderr
+    assert "gives me 81 if my associate chooses A, 41 if B" in result.stdout
+    assert "gives me 71 if my associate chooses A, 11 if B" in result.stdout
+    assert "71 each" in result.stdout

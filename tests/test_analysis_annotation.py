@@ -212,7 +212,7 @@ class StubModel:
         self.replies = replies
         self.prompts = []
 
-    async def complete(self, messages, *, deadline):
+    async def complete(self, messages, *, deadline, options=None):
         self.prompts.append(messages[0].content)
         return self.replies(messages[0].content)
 
@@ -248,6 +248,21 @@ def test_machine_annotation_fills_the_same_columns_labelled_as_machine():
     assert resolved.loc["c1", "agreement"] == True and resolved.loc["c1", "label_source"] == "machine"  # noqa: E712
     assert pd.isna(resolved.loc["c3", "agreement"])
 
+
+
+def test_machine_annotation_says_which_prompt_made_it_and_the_prompt_is_in_the_manifest():
+    """The annotator's prompt is a file of prompts/ (its payoffs from protocol.py), versioned by its
+    content on every machine row and hashed into the session manifest with the agents' prompts."""
+    from lab.manifest import prompt_hashes
+
+    conversations = pd.DataFrame({"conversation_id": ["c1"], "p1_message_1": ["A?"], "p2_message_1": ["A."],
+                                  "p1_message_2": [""], "p2_message_2": [""]})
+    model = StubModel(_reply)
+    rows = machine_annotate(conversations, model=model)
+    version = annotation.machine_prompt_version()
+    assert version.startswith("annotation-") and rows["prompt_version"].tolist() == [version]
+    assert "Payoffs (own, other): A/A 70/70, A/B 10/80, B/A 80/10, B/B 40/40." in model.prompts[0]
+    assert f"annotation/{annotation.MACHINE_PROMPT}" in prompt_hashes()
 
 def test_machine_annotation_is_compared_with_the_human_labels():
     humans = pd.DataFrame([row("c1", "ann-1"), row("c1", "ann-2"), row("c2", "ann-1", agreement="False"),

@@ -1,4 +1,4 @@
-"""Issue 23: the analysis on degenerate and messy data. Everyone cooperating, perfectly separated
+"""The analysis on degenerate and messy data. Everyone cooperating, perfectly separated
 and rank-deficient GLMs, motive ratings that are no ratings, the breach template's blindness with
 real-style agent outputs, empty tables, and the --degree argument."""
 

@@ -10,7 +10,7 @@ import csv
 import pytest
 
 import settings
-from tests.lab_server import run_bots
+from tests.lab_server import exported_table, run_bots
 
 # The paper's configs, every one (another experiment's sessions: tests/test_experiment_sessions.py).
 PAPER_CONFIGS = [c for c in settings.SESSION_CONFIGS if c["experiment"] == "paper"]
@@ -30,12 +30,12 @@ def test_human_configs_play_through(config, database_url, project_copy):
 def test_agent_configs_play_through_with_the_simulated_model(config, database_url, project_copy, tmp_path):
     export = tmp_path / "export"
     run_bots(project_copy, config, 3, {**SHORT, "llm_provider": "simulated"}, database_url, export_dir=export)
-    decisions = _table(export, "decisions")
+    decisions = exported_table(export, "decisions")
     agent_rows = [r for r in decisions if r["player_kind"] == "agent"]
     assert len(agent_rows) == 3 * 3 * 2, "one agent decision per human decision"
     persona = settings.SESSION_CONFIGS[[c["name"] for c in settings.SESSION_CONFIGS].index(config)]["associate_type"]
     assert {r["persona"] for r in agent_rows} == {persona}
-    calls = _table(export, "llm_calls")
+    calls = exported_table(export, "llm_calls")
     assert len(calls) >= 3 * 3 * 4 and all(c["simulated"] == "True" for c in calls)
     for participant in {r["player_code"] for r in decisions if r["player_kind"] == "human"}:
         for game in ("WC", "WoC"):
@@ -56,17 +56,12 @@ def test_agent_session_through_the_real_sdk_against_the_fake_server(project_copy
             **SHORT, "llm_provider": "openai_compatible", "llm_model": "fake-model",
             "llm_base_url": fake.base_url_openai, "llm_api_key_env": "FAKE_LLM_KEY", "llm_max_retries": 0,
         }, extra_env={"FAKE_LLM_KEY": "dummy-key"}, export_dir=export)
-    decisions = _table(export, "decisions")
+    decisions = exported_table(export, "decisions")
     assert len([r for r in decisions if r["player_kind"] == "agent"]) == 2 * 3 * 2
-    calls = _table(export, "llm_calls")
+    calls = exported_table(export, "llm_calls")
     assert {c["provider"] for c in calls} == {"openai_compatible"}
     assert {"ok", "provider_error"} <= {c["status"] for c in calls}
     assert all("dummy-key" not in str(c) for c in calls), "the key never reaches the record"
-
-
-def _table(export, name):
-    [path] = export.glob(f"payment_custom_export_{name}_*.csv")
-    return list(csv.DictReader(path.open(encoding="utf8")))
 
 
 @pytest.mark.server
@@ -105,12 +100,12 @@ def test_spent_budget_stops_the_calls_and_falls_back_flagged(project_copy, tmp_p
         # openai_compatible server its grammar probes and its capacity measurement, all of them
         # asking for shorter replies than the agents' llm_max_tokens (the default, 1024)
         sent = sum(1 for _, request in fake.requests if request.get("max_tokens") == 1024)
-    calls = sorted(_table(export, "llm_calls"), key=lambda c: float(c["time_done"] or c["time_sent"] or 0))
+    calls = sorted(exported_table(export, "llm_calls"), key=lambda c: float(c["time_done"] or c["time_sent"] or 0))
     statuses = [c["status"] for c in calls]
     assert "budget" in statuses
     assert sent == len(statuses) - statuses.count("budget"), "nothing is sent past the budget"
     # Once spent, it stays spent: every later call is refused without being sent.
     first_refusal = statuses.index("budget")
     assert set(statuses[first_refusal:]) == {"budget"}
-    decisions = _table(export, "decisions")
+    decisions = exported_table(export, "decisions")
     assert len([d for d in decisions if d["player_kind"] == "agent"]) == 3 * 2, "the session went on"

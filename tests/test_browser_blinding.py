@@ -1,4 +1,4 @@
-"""Agents stay blind in label-uninformed sessions (issue 11, section 2): in Chromium, an H-H and
+"""Agents stay blind in label-uninformed sessions: in Chromium, an H-H and
 an H-F label-uninformed session are played by the same scripted pair of participants, and what
 each participant could see is compared, message texts masked: the addresses (participant code
 masked), the page titles, the DOM structure of every page (tags, ids, classes) and the sequence

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.browser_participant import launch_browser
+from tests.browser_participant import admin_login, launch_browser
 from tests.lab_server import run_bots
 
 ROUNDS = 2
@@ -25,14 +25,6 @@ CanvasRenderingContext2D.prototype.fillText = function (text) {
   return fillText.apply(this, arguments);
 };
 """
-
-
-async def _login(page, base_url):
-    await page.goto(f"{base_url}/login")
-    await page.locator("input[name=username]").type("admin")
-    await page.locator("input[name=password]").type(ADMIN_PASSWORD)
-    await page.locator("#btn-login").click()
-    await page.wait_for_load_state()
 
 
 def _percent(rate: float) -> str:
@@ -73,7 +65,7 @@ def test_dashboard_points_show_value_and_n_and_an_expired_login_says_so(lab_serv
             page = await context.new_page()
             errors = []
             page.on("pageerror", lambda error: errors.append(str(error)))
-            await _login(page, server.base_url)
+            await admin_login(page, server.base_url, ADMIN_PASSWORD)
             await page.goto(f"{server.base_url}/LabDashboard/{code}")
             await page.wait_for_selector("#plot-WC-fallbacks canvas")
             await page.wait_for_function("document.getElementById('dash-status').textContent.includes('updated')")
@@ -112,7 +104,7 @@ def test_dashboard_points_show_value_and_n_and_an_expired_login_says_so(lab_serv
 
             # Logged in again (another tab): the page resumes by itself.
             other = await context.new_page()
-            await _login(other, server.base_url)
+            await admin_login(other, server.base_url, ADMIN_PASSWORD)
             await page.wait_for_function(
                 "document.getElementById('dash-status').textContent.includes('updated')", timeout=15000)
             assert "lab-stale" not in (await page.locator("#lab-dashboard").get_attribute("class") or "")

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from tests.browser_participant import QUIZ_ANSWERS, arrive, launch_browser
+from tests.browser_participant import arrive, launch_browser
+from tests.lab_server import QUIZ_ANSWERS
 
 MESSAGES = [{1: "<b>粗体</b> 我们都选A吧", 2: "好的：A"}, {1: "Hi 🤝 let's both pick A", 2: "A together"}]
 

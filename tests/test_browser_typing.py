@@ -1,7 +1,7 @@
 """A participant types into the message box in Chromium (keyboard only): line breaks, emoji,
 Chinese, a paste at the limit. The box's counter and the server count the same, nothing typed
 is lost to a reload or a rejected submission, and what is in the box at the limit is stored as
-the unsent draft; on SQLite and PostgreSQL (issue 11, section 1)."""
+the unsent draft; on SQLite and PostgreSQL."""
 
 import asyncio
 

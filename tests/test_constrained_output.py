@@ -1,4 +1,4 @@
-"""Issue 25 against the local fake server (real OpenAI SDK): the paper's format sent as the
+"""Constrained output against the local fake server (real OpenAI SDK): the paper's format sent as the
 server's grammar per stage (llama.cpp's ``grammar``, vLLM's ``structured_outputs`` /
 ``guided_regex``), ``llm_constrained_output`` auto probed once at the model check, the re-ask
 that says what was wrong, the Test model's attempts one persona at a time."""

@@ -24,11 +24,11 @@ def test_data_md_tables_are_generated_from_the_dictionary():
 def test_dictionary_names_exactly_the_columns_the_exports_write():
     import instructions
     import questionnaire
+    from agents.types import CALL_RECORD_COLUMNS
     from lab import exports, interventions
-    from lab import game as lab_game
     from lab.agent_pages import LLM_CALL_COLUMNS
 
-    assert list(dd.DECISIONS) == lab_game.DECISION_COLUMNS
+    assert list(dd.DECISIONS) == exports.DECISION_COLUMNS
     assert list(dd.MESSAGES) == exports.MESSAGE_COLUMNS
     assert list(dd.PARTICIPANTS) == exports.participant_columns()
     # The participants table writes the questionnaire's fields in the dictionary's order.
@@ -37,12 +37,32 @@ def test_dictionary_names_exactly_the_columns_the_exports_write():
         + ["believed_human", "llm_familiarity"] + questionnaire.SVO_FIELDS
         + ["svo_angle", "svo_category", "age", "gender", "major"])
     assert list(dd.LLM_CALLS) == LLM_CALL_COLUMNS
+    assert LLM_CALL_COLUMNS == [*dd.SESSION_KEYS, "game", "participant_code", *CALL_RECORD_COLUMNS]
     assert list(dd.QUIZ_ATTEMPTS) == next(instructions.custom_export([]))
     assert list(dd.MANIFEST) == lab_manifest.MANIFEST_COLUMNS
     assert list(dd.INTERVENTIONS) == interventions.COLUMNS
     for (app, function_name), table in dd.CUSTOM_EXPORTS.items():
         assert callable(getattr(__import__(app), function_name)) and table in dd.TABLES
 
+
+
+def test_the_simulations_and_the_analysis_name_the_labs_columns():
+    """agents/ and analysis/ spell the columns they write or read themselves (agents/ imports
+    nothing of lab/): the simulation's tables are the lab's, less the online sessions' columns,
+    plus its own at the end; every column the analysis reads is one the lab writes."""
+    from agents.simulate import tables as simulation
+    from analysis.load import SPEC_BY_NAME
+
+    online_only = {"stand_in", "partner_stand_in", "dropout_rule", "after_drop"}
+    assert simulation.SESSION_KEYS == list(dd.SESSION_KEYS)
+    for own, lab_table in ((simulation.DECISION_COLUMNS, dd.DECISIONS), (simulation.MESSAGE_COLUMNS, dd.MESSAGES)):
+        shared = [column for column in lab_table if column not in online_only]
+        assert own[:len(shared)] == shared
+        assert not set(own[len(shared):]) & set(lab_table), "the simulation's extra columns come last"
+    assert simulation.CALL_COLUMNS[:-1] == list(dd.LLM_CALLS)
+    for name in ("decisions", "messages", "participants", "llm_calls"):
+        spec = SPEC_BY_NAME[name]
+        assert set(spec.required + spec.contract) <= set(dd.TABLES[name].columns), name
 
 def _session(**config):
     from lab.session_settings import config_defaults

@@ -1,4 +1,4 @@
-"""A data package that describes itself (issue 23): every file of a session, each column's meaning,
+"""A data package that describes itself: every file of a session, each column's meaning,
 type and unit, row counts and hashes, checked by the `frictionless` validator; from the bots'
 export, the command line and the admin's Data package tab (login required, no REST key).
 

@@ -1,4 +1,4 @@
-"""The experimenter's view (issue 15): the live dashboard, the replay of every pair, the manifest.
+"""The experimenter's view: the live dashboard, the replay of every pair, the manifest.
 
 Sessions are played by oTree's bots into the database a production server then serves
 (STUDY auth): an anonymous request is refused, the admin logs in in headless Chromium and sees
@@ -11,7 +11,7 @@ import json
 import pytest
 import requests
 
-from tests.browser_participant import launch_browser
+from tests.browser_participant import admin_login, launch_browser
 from tests.lab_server import run_bots
 
 ROUNDS = 2
@@ -22,16 +22,6 @@ def _bots(project_copy, database_url, config, participants, **overrides):
     result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
                       database_url=database_url, database="lab")
     return result.stdout.split("Bots completed session ", 1)[1].split()[0]
-
-
-def _login(page, base_url):
-    async def run():
-        await page.goto(f"{base_url}/login")
-        await page.locator("input[name=username]").type("admin")
-        await page.locator("input[name=password]").type(ADMIN_PASSWORD)
-        await page.locator("#btn-login").click()
-        await page.wait_for_load_state()
-    return run()
 
 
 @pytest.mark.browser
@@ -60,7 +50,7 @@ def test_dashboard_and_replay_in_the_browser(lab_server, project_copy, database_
             errors, dialogs = [], []
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.on("dialog", lambda dialog: dialogs.append(dialog.message))  # a participant's script ran
-            await _login(page, server.base_url)
+            await admin_login(page, server.base_url, ADMIN_PASSWORD)
 
             # The dashboard of each session: plots drawn in the browser, progress, agents' health.
             await page.goto(f"{server.base_url}/LabDashboard/{hf}")

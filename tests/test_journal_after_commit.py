@@ -1,10 +1,10 @@
 """A settled call leaves the call journal only once its ``LlmCall`` row is committed
 (lab/agent_runtime/journal.py, ``forget_when_committed``).
 
-Settling a turn writes its calls as ``LlmCall`` rows in the page's transaction. The journal's rows
-used to be deleted at that moment, before the commit: a server killed (or a transaction rolled
-back) in between lost the calls from both records, and with them their cost from the budget.
-Here a settle whose transaction rolls back keeps the call in the journal, the next start's
+Settling a turn writes its calls as ``LlmCall`` rows in the page's transaction. Were the journal's
+rows deleted at that moment, before the commit, a server killed (or a transaction rolled back) in
+between would lose the calls from both records, and with them their cost from the budget. Here a
+settle whose transaction rolls back keeps the call in the journal, the next start's
 recovery puts it on record once, and a committed settle empties the journal.
 """
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from agents.grammars import OutputShape
-from agents.models import CallOptions, call_options, current_call_options
+from agents.models import CallOptions
 from agents.agent import PersonaAgent
 from agents.config import ModelConfig
 from agents.models import build_model
@@ -28,7 +28,7 @@ class SlowModel:
         self.seconds = seconds
         self.sent: list[str] = []
 
-    async def complete(self, messages, *, deadline: float) -> ModelReply:
+    async def complete(self, messages, *, deadline: float, options=None) -> ModelReply:
         self.sent.append(messages[0]["content"])
         await asyncio.sleep(self.seconds)
         return ModelReply(CallStatus.OK.value, text="ok")
@@ -40,8 +40,9 @@ def one_slot(seconds: float, requests_per_minute=None) -> tuple[SlowModel, RateL
     return inner, RateLimitedModel(inner, concurrency=1, requests_per_minute=requests_per_minute)
 
 
-def _call(model, name: str, seconds_left: float):
-    return model.complete([{"role": "user", "content": name}], deadline=time.monotonic() + seconds_left)
+def _call(model, name: str, seconds_left: float, options: CallOptions = CallOptions()):
+    return model.complete([{"role": "user", "content": name}], deadline=time.monotonic() + seconds_left,
+                          options=options)
 
 
 def test_the_call_due_first_gets_the_free_slot_first():
@@ -110,9 +111,9 @@ class ShapedModel(SlowModel):
         super().__init__(seconds)
         self.decision_seconds = decision_seconds
 
-    async def complete(self, messages, *, deadline: float) -> ModelReply:
+    async def complete(self, messages, *, deadline: float, options=None) -> ModelReply:
         self.sent.append(messages[0]["content"])
-        shape = current_call_options().shape
+        shape = options.shape
         await asyncio.sleep(self.decision_seconds if shape.kind == "decision" else self.seconds)
         return ModelReply(CallStatus.OK.value, text="ok")
 
@@ -125,8 +126,7 @@ def test_a_call_is_not_sent_by_the_median_of_calls_of_its_own_kind():
     decision, message = OutputShape("decision", 5), OutputShape("message", 4)
 
     async def shaped_call(shape, name, seconds_left):
-        with call_options(CallOptions(shape=shape)):
-            return await _call(model, name, seconds_left)
+        return await _call(model, name, seconds_left, CallOptions(shape=shape))
 
     async def scenario():
         for number in range(5):  # more messages than decisions of late
@@ -147,7 +147,7 @@ class DeadlineModel(SlowModel):
     """A server whose replies take ``seconds``; a call cut off at its deadline comes back as the
     adapter reports it: a timeout that was sent (retryable)."""
 
-    async def complete(self, messages, *, deadline: float) -> ModelReply:
+    async def complete(self, messages, *, deadline: float, options=None) -> ModelReply:
         self.sent.append(messages[0]["content"])
         left = deadline - time.monotonic()
         if left < self.seconds:
@@ -159,15 +159,14 @@ class DeadlineModel(SlowModel):
 
 def test_calls_cut_off_unanswered_grow_the_estimate_and_the_message_cites_what_was_measured():
     """A server slower than any deadline: the first call is sent (nothing measured), cut off; the
-    estimate is then longer than it ran, so the next call with less time is not sent. Before,
-    only answered calls counted: the estimate stayed at its floor and every call was sent."""
+    estimate is then longer than it ran, so the next call with less time is not sent. Were only
+    answered calls counted, the estimate would stay at its floor and every call would be sent."""
     inner = DeadlineModel(1.0)
     model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
     message = OutputShape("message", 4)
 
     async def shaped_call(name, seconds_left):
-        with call_options(CallOptions(shape=message)):
-            return await _call(model, name, seconds_left)
+        return await _call(model, name, seconds_left, CallOptions(shape=message))
 
     async def scenario():
         first = await shaped_call("first, cut off", 0.3)
@@ -257,8 +256,8 @@ def _local_model(fake, **extra):
 
 def test_decisions_a_stage_cannot_fit_on_one_slot_are_not_sent(fake_llm):
     """Three decisions at once on one slot, with time for two and a half: two are answered, the
-    third is not sent (it would end after its stage), not computed in vain. Before, a model with
-    fewer than five answers of late sent every call."""
+    third is not sent (it would end after its stage), not computed in vain, also by a model with
+    fewer than five answers of late."""
     fake_llm.set(latency=0.5)
     model = _local_model(fake_llm)
     agents = [PersonaAgent(f"agent-{n}", "fair", model, language="en", seed=n) for n in range(4)]

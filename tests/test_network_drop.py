@@ -1,7 +1,7 @@
-"""A participant's submission is on its way when the server goes away (issue 26, "a network that
-drops"). Submitted by the browser itself, the POST failed and left the tab on Chromium's error
-page (chrome-error://chromewebdata/), where no script runs, even after the server was back; what
-was typed never reached the server. The page's script now sends the form itself
+"""A participant's submission is on its way when the server goes away (a network that
+drops). Submitted by the browser itself, the POST would fail and leave the tab on Chromium's
+error page (chrome-error://chromewebdata/), where no script runs, even after the server is back;
+what was typed would never reach the server. So the page's script sends the form itself
 (_static/lab/lab-page.js): the page stays, says it is reconnecting, keeps the text, and sends
 the submission again once the server answers.
 
@@ -24,7 +24,8 @@ import signal
 
 import pytest
 
-from tests.browser_participant import QUIZ_ANSWERS, launch_browser
+from tests.browser_participant import launch_browser
+from tests.lab_server import QUIZ_ANSWERS
 from tests.http_participant import HttpParticipant
 from tests.test_browser_typing import stop_at, wait_until
 

@@ -17,7 +17,8 @@ import requests
 
 from tests import processes
 from tests.admin_client import AUTH_ENV, AdminClient
-from tests.browser_participant import QUIZ_ANSWERS, Script, arrive, intercept_prolific, launch_browser, play
+from tests.browser_participant import Script, arrive, intercept_prolific, launch_browser, play
+from tests.lab_server import QUIZ_ANSWERS
 from tests.lab_server import PYTHON, lab_env
 
 CODES = dict(completed="C0MPL3TE", screened_out="SCR33N", lobby_timeout="L0BBY", partner_dropped="PDR0P",

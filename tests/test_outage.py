@@ -1,6 +1,5 @@
 """The server is killed (kill -9) while participants are mid-round and stays down past their
-pages' deadlines: when it is back, every participant moves on by themselves, closed tab or open
-(issue 11, section 4).
+pages' deadlines: when it is back, every participant moves on by themselves, closed tab or open.
 
 - A closed tab (participant A, gone after sending message 1; associates are agents): oTree's timeout worker deletes
   tasks more than 60 s overdue when it starts, so A was never advanced and the next round's
@@ -21,11 +20,11 @@ import threading
 import time
 
 import pytest
-import requests
 
 from tests.browser_participant import PAGE_RE, WAIT_PAGES, launch_browser
 from tests.browser_participant import Script, answer
 from tests.http_participant import HttpParticipant
+from tests.lab_server import current_page
 
 REAL_OUTAGE = float(os.environ.get("LAB_TEST_OUTAGE_SECONDS", "0"))
 OUTAGE_SECONDS = REAL_OUTAGE or 20
@@ -44,11 +43,6 @@ def move_deadlines_into_the_past(server, seconds: float) -> None:
         f"UPDATE otree_participant SET _timeout_expiration_time = _timeout_expiration_time - {seconds} "
         "WHERE _timeout_expiration_time IS NOT NULL",
     ])
-
-
-def current_page(server, code: str) -> str:
-    response = requests.get(f"{server.base_url}/InitializeParticipant/{code}", timeout=30, allow_redirects=False)
-    return response.headers.get("location", "")
 
 
 @pytest.mark.browser

@@ -1,4 +1,4 @@
-"""Zero wait (issue 14): at a round start the participants' pages go before the agents' turns.
+"""Zero wait: at a round start the participants' pages go before the agents' turns.
 
 The request that completes a round's wait page starts every agent's first turn of the round,
 and at that moment every other participant's page reloads. The turns' prompts and SDK calls

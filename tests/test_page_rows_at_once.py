@@ -1,4 +1,4 @@
-"""Issue 14: a page the server renders reads its group, subsession and session in one query
+"""A page the server renders reads its group, subsession and session in one query
 (lab/pages.py, ``PageRowsAtOnce``), where oTree's ``get_context_data`` read each with a query of
 its own, and a wait page read its session twice (lab/baked_lookups.py, ``_loaded_by_id``). Every
 query is a round trip under oTree's global lock, which every participant's page waits for.

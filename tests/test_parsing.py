@@ -74,7 +74,7 @@ CHOICE_FAILURES = [
     "STEP 5: As a fair person I will choose",  # truncated
     "I DECIDE TO CHOOSE [C]",
     "I DECIDE TO CHOOSE Alpha",
-    # conflicting, ambiguous or retracted decisions: re-asked, never guessed (issue 10)
+    # conflicting, ambiguous or retracted decisions: re-asked, never guessed
     "Initially I DECIDE TO CHOOSE [A]... on reflection, I DECIDE TO CHOOSE [B]",
     "I DECIDE TO CHOOSE A and B",
     "I DECIDE TO CHOOSE [A]. Just kidding, wait, no.",

@@ -1,5 +1,5 @@
 """Addresses with a NUL or a participant label with a control character get a clean 400 with a
-message, on SQLite and PostgreSQL (issue 23): PostgreSQL rejects NUL in text, so
+message, on SQLite and PostgreSQL: PostgreSQL rejects NUL in text, so
 ``/InitializeParticipant/CODE?participant_label=lab%00el`` answered 500 there (SQLite stored the
 NUL). Nothing of such a request reaches the database; ordinary labels (any language) still work.
 (What participants type in forms is cleaned instead: tests/test_typed_text_and_deadlines.py.)"""

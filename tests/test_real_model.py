@@ -9,7 +9,6 @@ llm-env`` builds one; ``make test`` does it first). Marked ``real_model``; a few
 
 from __future__ import annotations
 
-import csv
 import sys
 from collections import defaultdict
 
@@ -17,7 +16,7 @@ import pytest
 
 from agents.types import CallStatus
 from tests import processes
-from tests.lab_server import PROJECT, run_bots
+from tests.lab_server import PROJECT, exported_table, run_bots
 from tests.real_model_server import LlamaServer, server_python
 
 pytestmark = [pytest.mark.real_model, pytest.mark.server, pytest.mark.timeout(900)]
@@ -47,12 +46,6 @@ def llama_server(llama_python, tmp_path):
     yield start
     for server in servers:
         server.stop()
-
-
-def _table(export_dir, name):
-    [path] = [p for p in export_dir.glob("*.csv") if f"custom_export_{name}_" in p.name]
-    with path.open(encoding="utf8") as handle:
-        return list(csv.DictReader(handle))
 
 
 def _model_settings(server: LlamaServer, **extra) -> dict:
@@ -114,7 +107,7 @@ def test_a_ten_round_hf_session_in_chinese_with_default_memory(llama_server, pro
         "rounds_per_game": 10, "language": "zh_hans", **STAGES, **_model_settings(server)}, export_dir=export,
         timeout=900)
     assert "Traceback" not in result.stdout + result.stderr
-    calls, decisions = _table(export, "llm_calls"), _table(export, "decisions")
+    calls, decisions = exported_table(export, "llm_calls"), exported_table(export, "decisions")
     assert {c["parameters"].count('"memory": "round"') for c in calls} == {1}, "the default memory is round"
     statuses = _check_handling(calls, decisions, server, games_rounds=20)
     print("statuses", statuses)
@@ -128,7 +121,7 @@ def test_memory_game_on_a_small_context_window_trims_and_never_overflows(llama_s
     run_bots(project_copy, "hf_informed_wc_first", 2, {
         "rounds_per_game": 2, "language": "zh_hans", **STAGES, **_model_settings(server, llm_memory="game")},
         database_url, export_dir=export, timeout=900)
-    calls, decisions = _table(export, "llm_calls"), _table(export, "decisions")
+    calls, decisions = exported_table(export, "llm_calls"), exported_table(export, "decisions")
     statuses = _check_handling(calls, decisions, server, games_rounds=8)
     later = [c for c in calls if c["round_number"] == "2" and c["game"] == "WC"]
     assert all('"memory": "game"' in c["parameters"] for c in calls)
@@ -167,7 +160,7 @@ rounds = 2
 game = "WC"
 language = "en"
 # No stage limits: llama.cpp's server answers one request at a time, so on 2 busy cores a call
-# may wait 20 s for its turn; a timed-out turn would make its game "failed" (issue 12) and the
+# may wait 20 s for its turn; a timed-out turn would make its game "failed" and the
 # run exit 3, which tests the machine's load, not the platform.
 use_stage_limits = false
 

@@ -1,4 +1,4 @@
-"""Issue 14: a round start costs each waiting participant one page load, not two.
+"""A round start costs each waiting participant one page load, not two.
 
 RoundStart waits for everyone. The request of the last participant to arrive moves every other
 participant on to their next page (lab/wait_for_all.py), and the push that ends the wait says
@@ -19,6 +19,7 @@ import requests
 import websockets
 
 from tests.http_participant import HttpParticipant
+from tests.lab_server import current_page
 
 WAIT_SOCKET = re.compile(r'makeReconnectingWebSocket\("([^"]+)"\)')
 # Message 1 times out soon after the round starts: a closed tab must still be advanced past it.
@@ -96,9 +97,3 @@ def test_the_last_arrival_moves_everyone_on_and_the_push_says_where(lab_server, 
     while current_page(server, closed_tab.code).endswith(destination) and time.monotonic() < deadline:
         time.sleep(1)
     assert "/Message1/" not in current_page(server, closed_tab.code)
-
-
-def current_page(server, code: str) -> str:
-    """Where the server has the participant (the start address redirects there)."""
-    response = requests.get(f"{server.base_url}/InitializeParticipant/{code}", timeout=30, allow_redirects=False)
-    return response.headers.get("location", "")

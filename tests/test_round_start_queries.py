@@ -1,4 +1,4 @@
-"""Zero wait (issue 14): the request that starts a round's agent turns costs the same few
+"""Zero wait: the request that starts a round's agent turns costs the same few
 database statements whatever the number of participants.
 
 RoundStart is a wait page for everyone: the last participant to arrive starts every agent's

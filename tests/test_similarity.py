@@ -145,8 +145,20 @@ def test_shipped_questions_and_the_rating_prompt():
     assert "SIMILARITY:" in without
 
 
+@pytest.mark.parametrize("reply, expected", [
+    ("Both pay. I DECIDE TO CHOOSE [A]", "A"),
+    ("<think>I DECIDE TO CHOOSE [B]? No.</think>I DECIDE TO CHOOSE [A]", "A"),  # drafts in <think> are no choice
+    ("I must say I DECIDE TO CHOOSE [A] or [B]. I DECIDE TO CHOOSE [B]", "B"),  # the options restated
+    ("I DECIDE TO CHOOSE [A] ... no, I DECIDE TO CHOOSE [B]", None),  # two choices: none, never the last
+    ("I DECIDE TO CHOOSE [A]. Just kidding.", None),
+])
+def test_the_testbed_reads_a_choice_as_the_lab_does(reply, expected):
+    from agents import parsing as lab_parsing
+
+    assert parsing.parse_choice(reply) == lab_parsing.parse_choice(reply) == expected
+
+
 def test_parsers():
-    assert parsing.parse_choice("I DECIDE TO CHOOSE [A] ... no, I DECIDE TO CHOOSE [B]") == "B"
     assert parsing.parse_choice("i decide to choose b") == "B"
     assert parsing.parse_choice("I pick A") is None
     assert parsing.reasoning_of("Because.\nI DECIDE TO CHOOSE [A]") == "Because."
@@ -306,12 +318,12 @@ class MalformedModel:
     def __init__(self, name: str):
         self.settings = ModelSettings("openai", name, temperature=1.0)
 
-    async def complete(self, messages, *, deadline):
+    async def complete(self, messages, *, deadline, options=None):
         return ModelReply(CallStatus.OK.value, text="I would rather not say.", input_tokens=10, output_tokens=5)
 
 
 class FailingModel(MalformedModel):
-    async def complete(self, messages, *, deadline):
+    async def complete(self, messages, *, deadline, options=None):
         return ModelReply(CallStatus.RATE_LIMITED.value, error="429 after retries")
 
 
@@ -365,7 +377,7 @@ def test_cli_estimate_runs_nothing(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
-# --- issue 12: order, intervals, errors ---------------------------------------------------------
+# --- order, intervals, errors -------------------------------------------------------------------
 def test_tables_are_written_in_a_fixed_order(tmp_path):
     config = small_config()
     first = run(config, tmp_path / "a").frames(config.run_id)["decisions"]

@@ -1,4 +1,4 @@
-"""Issue 23 in the simulation lab: two arms of one model stay two rows (grouped by the config's
+"""The simulation lab on messy runs: two arms of one model stay two rows (grouped by the config's
 label), an unset key of an OpenAI-compatible server is refused before any call (a local server
 without a key still runs), Fig. S22 shows n and per-agent intervals and says what stopped the
 run, and empty tables are written with their header."""

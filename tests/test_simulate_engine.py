@@ -47,7 +47,7 @@ class StandInModel:
         self.requests: list[str] = []
         self.in_flight = self.peak_in_flight = 0
 
-    async def complete(self, messages, *, deadline):
+    async def complete(self, messages, *, deadline, options=None):
         if self.crash_after is not None and len(self.requests) >= self.crash_after:
             raise CrashAfter()
         request = json.dumps([[m.role, m.content] for m in messages])
@@ -276,7 +276,7 @@ def test_cache_gives_independent_samples_per_scope_and_replays_them(tmp_path):
         settings = ModelSettings(provider="x", model="y")
         calls = 0
 
-        async def complete(self, messages, *, deadline):
+        async def complete(self, messages, *, deadline, options=None):
             Counter.calls += 1
             return ModelReply(status="ok", text=str(Counter.calls))
 
@@ -298,7 +298,7 @@ def test_cache_does_not_keep_errors(tmp_path):
         settings = ModelSettings(provider="x", model="y")
         calls = 0
 
-        async def complete(self, messages, *, deadline):
+        async def complete(self, messages, *, deadline, options=None):
             Failing.calls += 1
             return ModelReply(status="provider_error", error="500")
 
@@ -382,8 +382,8 @@ def one_choice_backend(models: list, choices: str) -> Backend:
             super().__init__(config, budget)
             self.choice = next(answers)
 
-        async def complete(self, messages, *, deadline):
-            reply = await super().complete(messages, deadline=deadline)
+        async def complete(self, messages, *, deadline, options=None):
+            reply = await super().complete(messages, deadline=deadline, options=options)
             if "decide" in messages[-1].content:
                 reply.text = f"I DECIDE TO CHOOSE [{self.choice}]"
             return reply

@@ -1,4 +1,4 @@
-"""Issue 12 of the simulation lab, against the local fake server through the real SDKs: the
+"""The simulation lab's money and failures, against the local fake server through the real SDKs: the
 budget holds (checked when a call is sent), the estimate renders the prompts, spending is logged
 per call, failed calls are not decisions (excluded, played again by a rerun), config errors are
 one line, and the figures draw what they have."""

@@ -1,5 +1,5 @@
 """lab/text.py, the one place that cleans what participants type, and _static/lab/text.js, which
-must count exactly as it does (issue 11, section 1)."""
+must count exactly as it does."""
 
 import asyncio
 from pathlib import Path

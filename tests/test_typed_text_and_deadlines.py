@@ -1,7 +1,7 @@
 """What a participant types reaches the data clean on SQLite and PostgreSQL (NUL and other
 control characters removed, CR LF as one line break, invalid UTF-8 dropped, never an error
 page), and a stage's deadline is the server's: a post that arrives after it counts as timed out
-whatever the client says (issue 11, sections 1 and 3)."""
+whatever the client says."""
 
 import pytest
 

@@ -31,5 +31,6 @@ from __future__ import annotations
 
 from .budget import Budget, call_charges, estimate_cost
 from .build import UnavailableModel, build_adapter, build_model, model_settings, serving_problem
-from .calls import CallOptions, call_options, call_scope, current_call_options, current_call_scope, redact
+from ..types import CallOptions
+from .calls import call_scope, current_call_scope, redact
 from .check import ServerInspection, check_model, grammar_state, inspect_server, resolve_constrained_output

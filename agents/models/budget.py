@@ -16,7 +16,7 @@ import time
 from typing import Callable, Iterator, Optional
 
 from ..config import ModelConfig
-from ..types import CallStatus, ChatMessage, LanguageModel, ModelReply
+from ..types import NO_OPTIONS, CallOptions, CallStatus, ChatMessage, LanguageModel, ModelReply
 
 
 class Budget:
@@ -116,13 +116,14 @@ class BudgetedModel:
         if self.estimate is not None:
             self._charge(self.estimate(messages), estimated=True)
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
         if self.budget.exhausted:
             now = time.time()
             return ModelReply(CallStatus.BUDGET.value, error=f"budget of {self.budget.limit} USD spent",
                               time_sent=now, time_done=now, retryable=False)
         try:
-            reply = await self.inner.complete(messages, deadline=deadline)
+            reply = await self.inner.complete(messages, deadline=deadline, options=options)
         except asyncio.CancelledError:  # cut off in flight (the deadline guard, or the caller)
             self._charge_unanswered(messages)
             raise

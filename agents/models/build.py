@@ -6,7 +6,7 @@ import time
 from typing import Optional
 
 from ..config import ConfigError, ModelConfig
-from ..types import CallStatus, LanguageModel, ModelReply, ModelSettings
+from ..types import NO_OPTIONS, CallOptions, CallStatus, LanguageModel, ModelReply, ModelSettings
 from .budget import Budget, BudgetedModel, unanswered_cost
 from .layers import DeadlineGuard, RateLimitedModel, RetryingModel
 from .providers import AnthropicModel, OpenAIChatModel
@@ -36,7 +36,7 @@ class UnavailableModel:
     def __init__(self, settings: ModelSettings, problem: str) -> None:
         self.settings, self.problem = settings, problem
 
-    async def complete(self, messages, *, deadline: float) -> ModelReply:
+    async def complete(self, messages, *, deadline: float, options: CallOptions = NO_OPTIONS) -> ModelReply:
         now = time.time()
         return ModelReply(status=CallStatus.CONFIG_ERROR.value, error=self.problem, time_sent=now, time_done=now,
                           retryable=False)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import dataclasses
 import re
 import threading
 import time
@@ -45,38 +44,6 @@ def call_scope(name: str) -> contextlib.AbstractContextManager:
 
 def current_call_scope() -> str:
     return _call_scope.get()
-
-
-@dataclasses.dataclass(frozen=True)
-class CallOptions:
-    """What one call asks besides its messages, set by the caller (the agent) around the call:
-    the reply's shape (agents/grammars.py; sent only by a model whose config constrains output)
-    and, for a re-ask, the temperature and seed that make it differ from the first ask."""
-
-    shape: Any = None  # agents.grammars.OutputShape or None
-    temperature: Optional[float] = None  # None = the model's settings
-    seed: Optional[int] = None
-    # Raw request fields and a reply limit of the model check's probes (agents/models/check.py).
-    fields: Optional[dict] = None
-    max_tokens: Optional[int] = None
-
-    def as_dict(self) -> dict:
-        return {"shape": dataclasses.asdict(self.shape) if self.shape is not None else None,
-                "temperature": self.temperature, "seed": self.seed, "fields": self.fields,
-                "max_tokens": self.max_tokens}
-
-
-_call_options: contextvars.ContextVar[CallOptions] = contextvars.ContextVar("agents_call_options",
-                                                                            default=CallOptions())
-
-
-def call_options(options: CallOptions) -> contextlib.AbstractContextManager:
-    """The options of the call(s) made inside this block."""
-    return context_value(_call_options, options)
-
-
-def current_call_options() -> CallOptions:
-    return _call_options.get()
 
 
 def redact(text: str, *secrets: Optional[str]) -> str:

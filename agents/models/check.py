@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..config import ModelConfig
-from ..types import CallStatus, ChatMessage, LanguageModel, ModelReply
+from ..types import CallOptions, CallStatus, ChatMessage, LanguageModel, ModelReply
 from .. import grammars
 from .build import build_model
-from .calls import CallOptions, call_options, redact
+from .calls import redact
 
 CHECK_PROMPT = "This is a connection test. Reply with the single word OK."
 CHECK_SECONDS = 30.0
@@ -45,9 +45,9 @@ def check_model(cfg: ModelConfig, *, seconds: float = CHECK_SECONDS,
 
     def run() -> None:
         async def one_call() -> ModelReply:
-            with call_options(CallOptions(max_tokens=CHECK_TOKENS)):
-                return await model.complete([ChatMessage("user", CHECK_PROMPT)],
-                                            deadline=time.monotonic() + min(seconds, cfg.request_timeout))
+            return await model.complete([ChatMessage("user", CHECK_PROMPT)],
+                                        deadline=time.monotonic() + min(seconds, cfg.request_timeout),
+                                        options=CallOptions(max_tokens=CHECK_TOKENS))
 
         try:
             outcome.append(asyncio.run(one_call()))
@@ -101,9 +101,8 @@ def inspect_server(cfg: ModelConfig, *, model: Optional[LanguageModel] = None,
     model = model or build_model(cfg.model_copy(update={"constrained_output": "off"}))
 
     async def one(prompt: str, options: CallOptions) -> ModelReply:
-        with call_options(options):
-            return await model.complete([ChatMessage("user", prompt)],
-                                        deadline=time.monotonic() + min(seconds, cfg.request_timeout))
+        return await model.complete([ChatMessage("user", prompt)],
+                                    deadline=time.monotonic() + min(seconds, cfg.request_timeout), options=options)
 
     async def inspect() -> ServerInspection:
         found, notes = None, []

@@ -20,8 +20,8 @@ import threading
 import time
 from typing import Any, Optional
 
-from ..types import CallStatus, ChatMessage, LanguageModel, ModelReply
-from .calls import MIN_ATTEMPT_SECONDS, _PerLoop, _remaining, current_call_options, redact
+from ..types import NO_OPTIONS, CallOptions, CallStatus, ChatMessage, LanguageModel, ModelReply
+from .calls import MIN_ATTEMPT_SECONDS, _PerLoop, _remaining, redact
 
 RPM_WINDOW_SECONDS = 60.0
 _RETRYABLE_STATUSES = {CallStatus.RATE_LIMITED.value, CallStatus.PROVIDER_ERROR.value, CallStatus.TIMEOUT.value}
@@ -110,10 +110,10 @@ RECENT_SECONDS = 600.0
 UNANSWERED_GROWTH = 1.5
 
 
-def _call_kind() -> Any:
+def _call_kind(options: CallOptions) -> Any:
     """What a call's length is estimated by: the shape of the reply the agent asks for (a
     decision, a message after n reasoning steps), None for a call that names none."""
-    shape = current_call_options().shape
+    shape = options.shape
     return None if shape is None else (shape.kind, shape.steps)
 
 
@@ -224,8 +224,9 @@ class RateLimitedModel:
                           error=f"not sent: {max(0.0, left):.1f} s were left {where}, and {_kind_name(kind)} of "
                                 f"this model take about {estimate.seconds:.1f} s ({estimate.describe()})")
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
-        kind = _call_kind()
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
+        kind = _call_kind(options)
         refused = self._too_late(kind, deadline, waited=False)
         if refused is not None:  # too late already: not the window's doing
             return refused
@@ -251,7 +252,7 @@ class RateLimitedModel:
             if refused is not None:
                 return refused
             started = time.monotonic()
-            reply = await self.inner.complete(messages, deadline=deadline)
+            reply = await self.inner.complete(messages, deadline=deadline, options=options)
             if reply.status in _ANSWERED:
                 self.durations.add(kind, time.monotonic() - started, answered=True)
             elif reply.status == CallStatus.TIMEOUT.value and reply.retryable is not False:
@@ -284,13 +285,14 @@ class RetryingModel:
             delay = max(delay, retry_after + self._rng.uniform(0, 0.1))
         return delay
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
         errors: list[str] = []
         first_sent: Optional[float] = None
         attempt = 0
         while True:
             attempt += 1
-            reply = await self.inner.complete(messages, deadline=deadline)
+            reply = await self.inner.complete(messages, deadline=deadline, options=options)
             first_sent = first_sent or reply.time_sent
             if reply.error:
                 errors.append(f"attempt {attempt}: {reply.status}: {reply.error}")
@@ -315,7 +317,8 @@ class DeadlineGuard:
         self.inner = inner
         self.settings = inner.settings
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
         time_sent = time.time()
         remaining = _remaining(deadline)
         if remaining <= 0:
@@ -323,7 +326,7 @@ class DeadlineGuard:
                               time_sent=time_sent, time_done=time_sent)
         try:
             async with asyncio.timeout(None if math.isinf(remaining) else remaining):
-                return await self.inner.complete(messages, deadline=deadline)
+                return await self.inner.complete(messages, deadline=deadline, options=options)
         except TimeoutError:
             return ModelReply(CallStatus.TIMEOUT.value, error="deadline reached", time_sent=time_sent,
                               time_done=time.time())

@@ -19,9 +19,9 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Optional
 
 from ..config import ModelConfig
-from ..types import CallStatus, ChatMessage, ModelReply, ModelSettings
+from ..types import NO_OPTIONS, CallOptions, CallStatus, ChatMessage, ModelReply, ModelSettings
 from .. import grammars
-from .calls import MIN_ATTEMPT_SECONDS, _PerLoop, _remaining, current_call_options, redact
+from .calls import MIN_ATTEMPT_SECONDS, _PerLoop, _remaining, redact
 
 # Inner layers stop this much before the deadline so that the outer guard never has to cut them
 # off (which would lose the record of retries and errors).
@@ -85,7 +85,8 @@ class _SDKAdapter:
         """A minimal successful response body of the provider's API."""
         raise NotImplementedError
 
-    async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:
+    async def _send(self, client: Any, messages: list[ChatMessage], timeout: float,
+                    options: CallOptions) -> ModelReply:
         raise NotImplementedError
 
     async def aclose(self) -> None:
@@ -94,7 +95,8 @@ class _SDKAdapter:
         if shards is not None:
             await shards.close()
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float) -> ModelReply:
+    async def complete(self, messages: list[ChatMessage], *, deadline: float,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
         time_sent = time.time()
         budget_seconds = min(self.cfg.request_timeout, _remaining(deadline) - INNER_DEADLINE_MARGIN)
         if budget_seconds < MIN_ATTEMPT_SECONDS / 2:
@@ -104,7 +106,7 @@ class _SDKAdapter:
         _request_timing.set(timing)
         try:
             async with asyncio.timeout(budget_seconds):
-                reply = await self._send(self._clients.get().next(), messages, budget_seconds)
+                reply = await self._send(self._clients.get().next(), messages, budget_seconds, options)
         except TimeoutError:
             reply = ModelReply(CallStatus.TIMEOUT.value, error=f"no reply within {budget_seconds:.1f} s",
                                retryable=True)
@@ -169,9 +171,8 @@ class OpenAIChatModel(_SDKAdapter):
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "."}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
-    def request_parameters(self) -> dict[str, Any]:
+    def request_parameters(self, options: CallOptions = NO_OPTIONS) -> dict[str, Any]:
         params: dict[str, Any] = {}
-        options = current_call_options()
         temperature = options.temperature if options.temperature is not None else self.settings.temperature
         if temperature is not None:
             params["temperature"] = temperature
@@ -188,10 +189,11 @@ class OpenAIChatModel(_SDKAdapter):
         params.update(options.fields or {})
         return params
 
-    async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:
+    async def _send(self, client: Any, messages: list[ChatMessage], timeout: float,
+                    options: CallOptions) -> ModelReply:
         body = {"model": self.settings.model,
                 "messages": [{"role": m.role, "content": m.content} for m in messages],
-                **self.request_parameters()}
+                **self.request_parameters(options)}
         if self.cfg.provider == "openai_compatible":
             return await self._send_streamed(client, body, timeout)
         # The SDK's own POST (auth, HTTP, error types as with .create()), without .create()'s
@@ -289,19 +291,19 @@ class AnthropicModel(_SDKAdapter):
                 "content": [{"type": "text", "text": "."}], "stop_reason": "end_turn",
                 "usage": {"input_tokens": 1, "output_tokens": 1}}
 
-    def request_parameters(self) -> dict[str, Any]:
-        options = current_call_options()
+    def request_parameters(self, options: CallOptions = NO_OPTIONS) -> dict[str, Any]:
         params: dict[str, Any] = {"max_tokens": options.max_tokens or self.settings.max_tokens}
         temperature = options.temperature if options.temperature is not None else self.settings.temperature
         if temperature is not None:
             params["temperature"] = temperature
         return params  # the Messages API has no seed
 
-    async def _send(self, client: Any, messages: list[ChatMessage], timeout: float) -> ModelReply:
+    async def _send(self, client: Any, messages: list[ChatMessage], timeout: float,
+                    options: CallOptions) -> ModelReply:
         system = "\n\n".join(m.content for m in messages if m.role == "system")
         turns = [{"role": m.role, "content": m.content} for m in messages if m.role != "system"]
         extra: dict[str, Any] = {"system": system} if system else {}
-        parameters = self.request_parameters()
+        parameters = self.request_parameters(options)
         if "temperature" in parameters:
             # anthropic 2.x dropped the sampling keywords from messages.create; the API still takes it.
             extra["extra_body"] = {"temperature": parameters.pop("temperature")}

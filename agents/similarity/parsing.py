@@ -1,7 +1,10 @@
 """Reading the models' replies: the choice, the answer letter, the rating, the labels.
 
 Each parser returns None when the reply holds no usable value (the call is then recorded as
-``parse_error``). The last occurrence wins: models often restate the options before deciding.
+``parse_error``). The choice is read by the lab's rules (``agents.parsing.parse_choice``: ``<think>``
+blocks ignored, the options restated are no choice, conflicting or retracted choices none), so the
+testbed and the lab read a model's decision alike; for the answer, the rating and the labels the
+last occurrence wins: models often restate the options before answering.
 """
 
 from __future__ import annotations
@@ -9,9 +12,11 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from agents.parsing import parse_choice  # noqa: F401  (the runner reads it here)
 from protocol import CHOICES
 
-_CHOICE = re.compile(r"I\s+DECIDE\s+TO\s+CHOOSE\s*\[?\s*([%s])\s*\]?" % "".join(CHOICES), re.I)
+# Where the final decision line starts: the reasoning is what comes before it.
+_DECISION_LINE = re.compile(r"I\s+DECIDE\s+TO\s+CHOOSE\s*\[?\s*([%s])\s*\]?" % "".join(CHOICES), re.I)
 _ANSWER = re.compile(r"ANSWER\s*:\s*\**\s*\(?([A-H])\b", re.I)
 _SIMILARITY = re.compile(r"SIMILARITY\s*:\s*\**\s*(\d+(?:\.\d+)?)\s*%?", re.I)
 _LABELS = re.compile(r"LABELS\s*:\s*(.*)", re.I)
@@ -22,15 +27,10 @@ def _last(pattern: re.Pattern[str], text: Optional[str]) -> Optional[re.Match[st
     return matches[-1] if matches else None
 
 
-def parse_choice(text: Optional[str]) -> Optional[str]:
-    match = _last(_CHOICE, text)
-    return match.group(1).upper() if match else None
-
-
 def reasoning_of(text: Optional[str]) -> str:
     """The reply without its final decision/answer line: the chain of thought the judge reads."""
     text = text or ""
-    for pattern in (_CHOICE, _ANSWER, _SIMILARITY, _LABELS):
+    for pattern in (_DECISION_LINE, _ANSWER, _SIMILARITY, _LABELS):
         match = _last(pattern, text)
         if match:
             text = text[: match.start()]

@@ -18,7 +18,7 @@ import time
 from typing import Optional
 
 from agents.models import current_call_scope
-from agents.types import CallStatus, ChatMessage, ModelReply, ModelSettings
+from agents.types import NO_OPTIONS, CallOptions, CallStatus, ChatMessage, ModelReply, ModelSettings
 
 from .config import SimilarityResponse
 
@@ -119,7 +119,8 @@ class SimilaritySimulatedModel:
                   if name.replace("_", " ") in reasoning]
         return "I read the reasoning.\nLABELS: " + (", ".join(labels) or "NONE")
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: Optional[float]) -> ModelReply:
+    async def complete(self, messages: list[ChatMessage], *, deadline: Optional[float],
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
         sent = time.time()
         prompt = messages[-1].content if messages else ""
         rng = _stable_random(self.settings.seed, self.settings.model, current_call_scope(), prompt)

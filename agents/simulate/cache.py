@@ -25,8 +25,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from agents.models.calls import context_value, current_call_options
-from agents.types import CallStatus, ChatMessage, ModelReply
+from agents.models.calls import context_value
+from agents.types import NO_OPTIONS, CallOptions, CallStatus, ChatMessage, ModelReply
 
 _scope: contextvars.ContextVar[str] = contextvars.ContextVar("cache_scope", default="")
 
@@ -128,11 +128,12 @@ class CachedModel:
         # Anything else the agents package reads off a model (price table...) is the inner one's.
         return getattr(self.inner, name)
 
-    def request_key(self, messages: list[ChatMessage]) -> tuple[str, dict[str, Any]]:
+    def request_key(self, messages: list[ChatMessage],
+                    call_options: CallOptions = NO_OPTIONS) -> tuple[str, dict[str, Any]]:
         scope = _scope.get()
         # What a call asks besides its messages: the re-ask's temperature and seed, and the
         # reply's shape where the server is sent it (unconstrained calls keep their old keys).
-        options = current_call_options().as_dict()
+        options = call_options.as_dict()
         if self.settings.grammar is None:
             options["shape"] = None
         body = json.dumps(
@@ -151,14 +152,15 @@ class CachedModel:
         key = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
         return key, {**request, "settings": dataclasses.asdict(self.settings)}
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: float | None) -> ModelReply:
-        key, request = self.request_key(messages)
+    async def complete(self, messages: list[ChatMessage], *, deadline: float | None,
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
+        key, request = self.request_key(messages, options)
         cached = self.cache.get(key)
         if cached is not None:
             self.hits += 1
             return cached
         self.misses += 1
-        reply = await self.inner.complete(messages, deadline=deadline)
+        reply = await self.inner.complete(messages, deadline=deadline, options=options)
         self.sent_input_tokens += reply.input_tokens or 0
         self.sent_output_tokens += reply.output_tokens or 0
         self.sent_cost += reply.cost or 0.0

@@ -54,10 +54,10 @@ class SimulationConfig(BaseModel):
     self_play: bool = True
     game: Optional[Literal["WC", "WoC"]] = None  # default: the experiment's game with chat, else without
     language: str = "en"  # the agents' language: "en", "zh" (the paper's Chinese chat), or the experiment's
-    # What each agent re-sends (issue 10): "round" (the paper's: this round + the history lines)
+    # What each agent re-sends: "round" (the paper's: this round + the history lines)
     # or "game" (every earlier round too); a model table's own `memory` wins.
     llm_memory: Literal["round", "game"] = "round"
-    # The paper's reply format told to the server's sampler (issue 25), as the lab's
+    # The paper's reply format told to the server's sampler, as the lab's
     # llm_constrained_output; a model table's own `constrained_output` wins. auto: probed at the
     # start of the run (agents.models.inspect_server), on where an openai_compatible server obeys.
     llm_constrained_output: Literal["auto", "on", "off"] = "auto"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from agents.tokens import count_message_tokens, count_text_tokens
-from agents.types import CallStatus, ChatMessage, ModelReply
+from agents.types import NO_OPTIONS, CallOptions, CallStatus, ChatMessage, ModelReply
 
 FILLER = "I weigh the payoffs of both choices and what my associate said. "
 CANNED_ENDING = " <Let's both choose A.> I DECIDE TO CHOOSE [A]"
@@ -103,7 +103,8 @@ class EstimatingModel:
         self.reply_tokens = count_text_tokens(self.reply, self.provider)
         self.cost_of = cost_of  # (input_tokens, output_tokens) -> USD or None
 
-    async def complete(self, messages: list[ChatMessage], *, deadline: Optional[float]) -> ModelReply:
+    async def complete(self, messages: list[ChatMessage], *, deadline: Optional[float],
+                       options: CallOptions = NO_OPTIONS) -> ModelReply:
         input_tokens = count_message_tokens(messages, self.provider)
         tally = current_tally.get()
         if tally is not None:

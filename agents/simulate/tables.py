@@ -16,8 +16,10 @@ from typing import Any, Callable, Iterable, Optional
 import pandas as pd
 
 import protocol
-from agents.types import TurnStatus
+from agents.types import CALL_RECORD_COLUMNS, TurnStatus
 
+# The lab's columns (lab/data_dictionary.py, which agents/ does not import: a test holds these to
+# them), less the online sessions' columns, plus the simulation's own at the end.
 SESSION_KEYS = ["session_code", "treatment", "associate_type", "label_setting", "game_order", "source"]
 DECISION_COLUMNS = SESSION_KEYS + [
     "game", "game_index", "round", "player_code", "player_kind", "persona", "associate_code",
@@ -29,12 +31,7 @@ MESSAGE_COLUMNS = SESSION_KEYS + [
     "receiver_kind", "text", "sent_in_time", "stage_started_at", "sent_at", "unsent_draft",
     "model", "matchup", "repeat",
 ]
-CALL_FIELDS = [
-    "call_id", "agent_id", "round_number", "turn", "attempt", "provider", "model", "parameters",
-    "prompt_version", "messages", "raw_reply", "parsed", "status", "error", "input_tokens",
-    "output_tokens", "cost", "time_sent", "time_first_byte", "time_done", "retries",
-    "prompt_tokens", "trimmed", "reasoning", "flags", "simulated",
-]
+CALL_FIELDS = list(CALL_RECORD_COLUMNS)
 CALL_COLUMNS = SESSION_KEYS + ["game", "participant_code"] + CALL_FIELDS + ["model_label"]
 # A simulation's or replay's calls also say which game they belong to (conversation_id, matchup,
 # repeat join them to the decisions), and game_excluded: the game failed (provider errors, the

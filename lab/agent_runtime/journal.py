@@ -19,6 +19,7 @@ import time
 from typing import Optional
 
 from agents.types import CallRecord
+from lab.committed import after_commit
 
 logger = logging.getLogger("lab.agents")
 
@@ -85,42 +86,13 @@ def forget_when_committed(call_ids: list[str]) -> None:
     the journal, for ``recover_journaled_calls`` at the next start (which skips a call already on
     record). Dropped before the commit, they were lost with it."""
     if call_ids:
-        from otree.database import db
-
-        _listen_to_commits()
-        db._db.info.setdefault(_FORGET_WHEN_COMMITTED, []).extend(call_ids)
+        after_commit(lambda: _forget(list(call_ids)))
 
 
-_FORGET_WHEN_COMMITTED = "lab_journal_calls_to_forget"
-_listening_to_commits = False
-
-
-def _forget_committed_calls(session) -> None:
-    call_ids = session.info.pop(_FORGET_WHEN_COMMITTED, None)
-    journal = call_journal() if call_ids else None
+def _forget(call_ids: list[str]) -> None:
+    journal = call_journal()
     if journal is not None:
         journal.forget(call_ids)
-
-
-def _keep_calls_of_rolled_back(session) -> None:
-    session.info.pop(_FORGET_WHEN_COMMITTED, None)
-
-
-def _listen_to_commits() -> None:
-    """Once per process, on oTree's sessions (imported here, not at module import: the module
-    is also used where oTree's database is not set up)."""
-    global _listening_to_commits
-    if _listening_to_commits:  # every settle asks: no lock once they are in
-        return
-    with _journal_lock:
-        if _listening_to_commits:
-            return
-        from otree.database import DBSession
-        from sqlalchemy import event
-
-        event.listen(DBSession, "after_commit", _forget_committed_calls)
-        event.listen(DBSession, "after_rollback", _keep_calls_of_rolled_back)
-        _listening_to_commits = True
 
 
 def call_journal() -> Optional[CallJournalFile]:

@@ -210,7 +210,7 @@ class _NoTimeLeft:
     def __init__(self, settings) -> None:
         self.settings = settings
 
-    async def complete(self, messages, *, deadline):
+    async def complete(self, messages, *, deadline, options=None):
         return ModelReply(status=CallStatus.TIMEOUT.value, error="the stage limit passed before a reply", not_sent=True)
 
 
