@@ -196,8 +196,7 @@ def test_forgetting_the_calls_cut_off_sends_the_next_call_and_keeps_the_answers(
     message = OutputShape("message", 4)
 
     async def shaped_call(name, seconds_left):
-        with call_options(CallOptions(shape=message)):
-            return await _call(model, name, seconds_left)
+        return await _call(model, name, seconds_left, CallOptions(shape=message))
 
     async def scenario():
         await shaped_call("cut off", 0.3)
