@@ -101,7 +101,10 @@ SESSION_KEYS = {
 }
 GAME = _c("WC (with communication) or WoC (without)", enum=protocol.GAMES)
 ROUND = _c("round of the game, from 1", "integer")
-CHOICE = _from_protocol(lambda v: _c("A (cooperate) or B (defect); labels are neutral on screen", enum=v["choices"]))
+CHOICE = _from_protocol(lambda v: _c(
+    " or ".join(v["choices"]) + (f" ({v['cooperative_choice']} counts as cooperation)" if v.get("cooperative_choice")
+                                 else " (no choice counts as cooperation)") + "; labels are neutral on screen",
+    enum=v["choices"]))
 KIND = _c("human or agent", enum=("human", "agent"))
 CONVERSATION = _c("{session_code}-{game}-r{round}-{pair}: shared by both sides of one pair-round")
 DROPOUT_RULE = _c("online: stand_in (an agent played a dropped seat) or alone (its choice random)", enum=("stand_in", "alone"))
