@@ -35,7 +35,11 @@ def test_a_lab_server_passes_every_check_and_shows_participants_no_debug_page(la
         "production mode", "database", "tables", "timeout worker"]
     assert all(line.startswith("ok ") for line in checks), result.stdout
     assert any(line.startswith("ok    room lab: 72 labels") for line in checks)
-    assert any("agents' model simulated (12 agent session configs)" in line for line in checks)
+    import settings
+
+    agent_configs = sum(config["associate_type"] != "human" for config in settings.SESSION_CONFIGS)
+    assert agent_configs == 24  # the paper's 12 and the stag hunt's 12
+    assert any(f"agents' model simulated ({agent_configs} agent session configs)" in line for line in checks)
     assert lines[-1] == "Preflight: every check passed."
     for secret in (ADMIN_PASSWORD, SECRET_KEY, REST_KEY, DB_PASSWORD):
         assert secret not in result.stdout + result.stderr
