@@ -86,9 +86,9 @@ def session_experiment_now(config: dict):
     as data (the analysis groups sessions by it) and the text itself, so that the data say what ran
     even after the file changed. The creation checked the file is the one the server started with;
     one unreadable now (at an export) is (None, a record saying why): an export never fails for it."""
-    from lab.session_settings import SessionConfigError, session_experiment
+    from lab.session_settings import DEFAULT_EXPERIMENT, SessionConfigError, session_experiment
 
-    name = config.get("experiment") or "paper"
+    name = config.get("experiment") or DEFAULT_EXPERIMENT
     try:
         experiment = session_experiment({"experiment": name})
     except SessionConfigError as exc:

@@ -74,37 +74,39 @@ def from_values(values: dict) -> SessionGame:
     return SessionGame(choices, payoffs, values.get("cooperative_choice"))
 
 
+def _frozen_once(cache: dict, session, build):
+    """``build(record)`` of the session's frozen record, kept per session once the record exists
+    (before its freeze, while the session is created, nothing is kept)."""
+    with _LOCK:
+        found = cache.get(session.code)
+    if found is None:
+        record = frozen_record(session)
+        found = build(record or {})
+        if record is not None:
+            with _LOCK:
+                cache[session.code] = found
+    return found
+
+
 def session_game(session) -> SessionGame:
     """The session's game, from its frozen record (read once per session and process)."""
-    with _LOCK:
-        game = _CACHE.get(session.code)
-    if game is None:
-        record = frozen_record(session)
-        game = from_values(session_protocol_values(record or {}))
-        if record is not None:  # before its freeze (creating the session) nothing is kept
-            with _LOCK:
-                _CACHE[session.code] = game
-    return game
+    return _frozen_once(_CACHE, session, lambda record: from_values(session_protocol_values(record)))
 
 
 _EXPERIMENTS: dict[str, object] = {}
 
 
+def _experiment_of(record: dict):
+    import experiment_design
+    from lab.session_settings import DEFAULT_EXPERIMENT
+
+    frozen = record.get("experiment") or {}
+    if frozen.get("text"):
+        return experiment_design.load_text(frozen["text"], frozen["name"])
+    return experiment_design.load(experiment_design.EXPERIMENTS_DIR / f"{DEFAULT_EXPERIMENT}.toml")
+
+
 def frozen_experiment(session):
     """The session's experiment as its record froze the file's text at creation (a session recorded
     before experiments were: the paper's file as it is now)."""
-    with _LOCK:
-        experiment = _EXPERIMENTS.get(session.code)
-    if experiment is None:
-        import experiment_design
-
-        record = frozen_record(session)
-        frozen = (record or {}).get("experiment") or {}
-        if frozen.get("text"):
-            experiment = experiment_design.load_text(frozen["text"], frozen["name"])
-        else:
-            experiment = experiment_design.load(experiment_design.EXPERIMENTS_DIR / "paper.toml")
-        if record is not None:
-            with _LOCK:
-                _EXPERIMENTS[session.code] = experiment
-    return experiment
+    return _frozen_once(_EXPERIMENTS, session, _experiment_of)

@@ -40,6 +40,10 @@ def one_slot(seconds: float, requests_per_minute=None) -> tuple[SlowModel, RateL
     return inner, RateLimitedModel(inner, concurrency=1, requests_per_minute=requests_per_minute)
 
 
+# A call asking for a message after four reasoning steps: its kind is what durations are learnt by.
+MESSAGE_CALL = CallOptions(shape=OutputShape("message", 4))
+
+
 def _call(model, name: str, seconds_left: float, options: CallOptions = CallOptions()):
     return model.complete([{"role": "user", "content": name}], deadline=time.monotonic() + seconds_left,
                           options=options)
@@ -163,16 +167,11 @@ def test_calls_cut_off_unanswered_grow_the_estimate_and_the_message_cites_what_w
     answered calls counted, the estimate would stay at its floor and every call would be sent."""
     inner = DeadlineModel(1.0)
     model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
-    message = OutputShape("message", 4)
-
-    async def shaped_call(name, seconds_left):
-        return await _call(model, name, seconds_left, CallOptions(shape=message))
-
     async def scenario():
-        first = await shaped_call("first, cut off", 0.3)
-        refused = await shaped_call("hopeless", 0.4)
-        answered = await shaped_call("with time", 2.0)
-        refused_again = await shaped_call("hopeless again", 0.9)
+        first = await _call(model, "first, cut off", 0.3, MESSAGE_CALL)
+        refused = await _call(model, "hopeless", 0.4, MESSAGE_CALL)
+        answered = await _call(model, "with time", 2.0, MESSAGE_CALL)
+        refused_again = await _call(model, "hopeless again", 0.9, MESSAGE_CALL)
         return first, refused, answered, refused_again
 
     first, refused, answered, refused_again = asyncio.run(scenario())
@@ -193,18 +192,13 @@ def test_forgetting_the_calls_cut_off_sends_the_next_call_and_keeps_the_answers(
     a call refused before for the time they ran is sent; the answered calls' median stays."""
     inner = DeadlineModel(1.0)
     model = RateLimitedModel(inner, concurrency=1, requests_per_minute=None)
-    message = OutputShape("message", 4)
-
-    async def shaped_call(name, seconds_left):
-        return await _call(model, name, seconds_left, CallOptions(shape=message))
-
     async def scenario():
-        await shaped_call("cut off", 0.3)
-        refused = await shaped_call("refused", 0.35)
+        await _call(model, "cut off", 0.3, MESSAGE_CALL)
+        refused = await _call(model, "refused", 0.35, MESSAGE_CALL)
         forgotten = model.forget_cut_off_calls()
-        sent = await shaped_call("sent after the pause", 0.35)
+        sent = await _call(model, "sent after the pause", 0.35, MESSAGE_CALL)
         model.forget_cut_off_calls()
-        await shaped_call("answered", 2.0)
+        await _call(model, "answered", 2.0, MESSAGE_CALL)
         return refused, forgotten, sent
 
     refused, forgotten, sent = asyncio.run(scenario())
