@@ -10,7 +10,8 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models
 
 import protocol
-from lab import agent_models, agent_pages, app_start, notices
+from lab import agent_models, agents_report, app_start, notices
+from lab.agent_runtime import wait_pages
 from lab.online import dropouts
 from lab import agent_runtime as agents
 from lab import game as lab_game
@@ -276,10 +277,10 @@ Message1 = _message_page(1)
 Message2 = _message_page(2)
 Read1 = _read_page(1)
 Read2 = _read_page(2)
-# One wait for either kind of associate (label-uninformed sessions stay blind); see lab/agent_pages.py.
-WaitMessage1 = agent_pages.wait_page(TABLES, "message_1", then="message_2", name="WaitMessage1")
-WaitMessage2 = agent_pages.wait_page(TABLES, "message_2", then="decision", name="WaitMessage2")
-WaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="WaitDecision",
+# One wait for either kind of associate (label-uninformed sessions stay blind); see lab/agent_runtime/wait_pages.py.
+WaitMessage1 = wait_pages.wait_page(TABLES, "message_1", then="message_2", name="WaitMessage1")
+WaitMessage2 = wait_pages.wait_page(TABLES, "message_2", then="decision", name="WaitMessage2")
+WaitDecision = wait_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="WaitDecision",
                                      after_humans=lab_game.settle_pair)
 
 page_sequence = [
@@ -291,4 +292,4 @@ page_sequence = [
 
 
 def vars_for_admin_report(subsession: Subsession):
-    return agent_pages.admin_report(subsession, TABLES)
+    return agents_report.admin_report(subsession, TABLES)

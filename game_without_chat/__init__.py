@@ -4,7 +4,8 @@ associate every round, the same limits and payoffs as the game with chat."""
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, models
 
 import protocol
-from lab import agent_models, agent_pages, app_start
+from lab import agent_models, agents_report, app_start
+from lab.agent_runtime import wait_pages
 from lab.online import dropouts
 from lab import agent_runtime as agents
 from lab import game as lab_game
@@ -71,12 +72,12 @@ _shared = lab_game.shared_pages(__name__, GAME, start_round=start_agent_turns)
 GameIntro, RoundStart, Decision, Result = _shared.GameIntro, _shared.RoundStart, _shared.Decision, _shared.Result
 
 
-# One wait for either kind of associate (label-uninformed sessions stay blind); see lab/agent_pages.py.
-WaitDecision = agent_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="WaitDecision",
+# One wait for either kind of associate (label-uninformed sessions stay blind); see lab/agent_runtime/wait_pages.py.
+WaitDecision = wait_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="WaitDecision",
                                      after_humans=lab_game.settle_pair)
 
 page_sequence = [GameIntro, RoundStart, Decision, WaitDecision, Result]
 
 
 def vars_for_admin_report(subsession: Subsession):
-    return agent_pages.admin_report(subsession, TABLES)
+    return agents_report.admin_report(subsession, TABLES)

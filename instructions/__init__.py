@@ -13,7 +13,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Extr
 from lab import app_start, manifest, session_settings
 from lab.online import exit as online_exit
 from lab.online import lobby as online_lobby
-from lab.online.config import is_online
+from lab.online.config import has_lobby, is_online
 from lab.pages import TranslatedTimer, texts_for
 from lab.payoff_table import payoff_table_vars
 from lab.session_game import session_game
@@ -213,7 +213,7 @@ class Lobby(TranslatedTimer, Page):
 
     @staticmethod
     def is_displayed(player: Player):
-        return online_lobby.has_lobby(player.session)
+        return has_lobby(player.session)
 
     @staticmethod
     def get_timeout_seconds(player: Player):

@@ -81,7 +81,7 @@ def dropped(participant) -> list:
 def decisions_rows(players):
     """One row per decision of a human or an agent, both games (docs/DATA.md 'decisions')."""
     from lab import agent_runtime
-    from lab.agent_pages import decision_rows
+    from lab.agent_exports import decision_rows
 
     yield DECISION_COLUMNS
     game_players: dict = {}  # the games' player rows and the agents' turns, read a session at a time

@@ -22,8 +22,7 @@ from lab.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts
 from lab.payoff_table import payoff_table_vars
 from lab.session_game import session_game
 from lab.session_settings import forget_session_id, params, params_of
-from lab.online.config import is_online
-from lab.online.lobby import has_lobby, page_waits_per_group
+from lab.online.config import has_lobby, is_online, page_waits_per_group
 from lab.wait_for_all import MovesEveryoneOn
 
 

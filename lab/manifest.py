@@ -237,7 +237,7 @@ def session_manifest(session) -> dict:
 
 def _session_times(session) -> tuple:
     """First and last page completion of the session (oTree's page-time records)."""
-    from lab.dashboard import page_times
+    from lab.page_times import page_times
 
     completed = [row["completed_at"] for rows in page_times(session).values() for row in rows]
     return (min(completed), max(completed)) if completed else (None, None)

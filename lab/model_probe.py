@@ -1,7 +1,7 @@
 """The experimenter's "Test model" button: a probe of the session's model, one first turn per persona
 (one after another on an openai_compatible server, else at ``llm_concurrency``), each attempt shown.
 
-The agents page (``admin_report`` in lab/agent_pages.py) notes what the route needs
+The agents page (``admin_report`` in lab/agents_report.py) notes what the route needs
 (``TEST_TARGETS``) and shows its last results (``MODEL_TESTS``); the route itself is installed at
 server start (lab/agent_runtime/startup.py) and runs outside oTree's global lock.
 """

@@ -2,7 +2,7 @@
 
 ``participant_timeline`` and ``agent_timeline`` return plain dictionaries; lab/admin_views.py
 renders them as HTML, escaping every text (participants' and models' words are data, never
-markup). Pages and their times come from oTree's own page-time records (lab.dashboard.page_times).
+markup). Pages and their times come from oTree's own page-time records (lab.page_times).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import json
 
 import protocol
 from agents.types import TurnStatus
-from lab import app_registry, dashboard
+from lab import app_registry
+from lab.page_times import page_times
 from lab.session_settings import GAME_APPS, params
 
 
@@ -43,7 +44,7 @@ def _late_at(message, page_done: dict, turns: list, game_app: str, round_number:
 def page_completions(session) -> dict:
     """(participant code, app, round, page) -> when oTree recorded the page as completed."""
     return {(row["participant_code"], row["app_name"], row["round_number"], row["page_name"]): row["completed_at"]
-            for rows in dashboard.page_times(session).values() for row in rows}
+            for rows in page_times(session).values() for row in rows}
 
 
 def _call_dict(call) -> dict:
@@ -121,7 +122,7 @@ def participant_timeline(session, participant_code: str) -> dict | None:
         players = tables.Player.objects_filter(participant=participant).order_by("round_number")
         games.append(dict(game=game, rounds=[_round(tables, game, pl, seats, page_done) for pl in players
                                              if pl.round_number <= p.rounds_per_game]))
-    pages = dashboard.page_times(session, participant_code).get(participant_code, [])
+    pages = page_times(session, participant_code).get(participant_code, [])
     previous = None
     for row in pages:
         row["seconds"] = None if previous is None else row["completed_at"] - previous

@@ -20,10 +20,10 @@ A REST call whose body is not JSON is refused too (oTree answered it with a 500)
 
 from __future__ import annotations
 
-import re
 from typing import Optional
 
-CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+from lab.text import CONTROL_CHARACTERS
+
 NUL_REFUSED = "This address contains a NUL character (%00), which no address of this lab can contain."
 REST_PREFIX = "/api/"
 LABEL_IN_BODY_PATHS = ("/api/participant_vars",)  # oTree's REST call with participant_label in its body

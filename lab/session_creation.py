@@ -139,7 +139,7 @@ def checked_arguments(create, args: tuple, kwargs: dict) -> dict:
     from otree.room import ROOM_DICT
     from otree.session import SESSION_CONFIGS_DICT
 
-    from lab.request_guard import CONTROL_CHARACTERS
+    from lab.text import CONTROL_CHARACTERS
     from lab.session_settings import SessionConfigError, check_overrides
 
     try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import protocol
 from lab import matching
-from lab.request_guard import CONTROL_CHARACTERS
+from lab.text import CONTROL_CHARACTERS
 
 GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
 # The session's language (lab/i18n.py) -> the language of the agents' prompts.

@@ -19,6 +19,8 @@ import re
 import unicodedata
 
 _LINE_BREAK = re.compile(r"\r\n?")
+# Refused, not cleaned, in a label, an address or a setting: every C0 and C1 control.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # C0 and C1 controls except TAB and LF, DEL, lone surrogates, and the replacement character.
 _REMOVED = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffd]")
 

@@ -12,11 +12,11 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Extr
 
 import protocol
 from lab import game as lab_game
-from lab import agent_pages, app_start, exports, i18n, interventions, manifest
+from lab import agent_exports, app_start, exports, i18n, interventions, manifest
 from lab.grouping import set_group_matrix
 from lab.online import exit as online_exit
 from lab.online.config import is_online
-from lab.online.lobby import page_waits_per_group, waits_per_group
+from lab.online.config import page_waits_per_group, waits_per_group
 from lab.pages import TranslatedTimer, texts_for
 from lab.session_game import session_game
 from lab.session_settings import GAME_APPS, params
@@ -115,7 +115,7 @@ def norm_estimate(player: Player, game: str):
 
 def creating_session(subsession: Subsession):
     if waits_per_group(subsession.session):
-        # Online H-H: each cohort becomes one group when it forms (lab/online/lobby.py).
+        # Online H-H: each cohort becomes one group when it forms (lab/online/config.py).
         set_group_matrix(subsession, [[player] for player in subsession.get_players()])
 
 
@@ -157,7 +157,7 @@ class AllFinished(MovesEveryoneOn, WaitPage):
 
     @property
     def wait_for_all_groups(self):
-        return not page_waits_per_group(self)  # online H-H: the cohort (lab/online/lobby.py)
+        return not page_waits_per_group(self)  # online H-H: the cohort (lab/online/config.py)
 
     @property
     def title_text(self):
@@ -224,6 +224,6 @@ page_sequence = [AllFinished, Payment, OnlineExit]
 custom_export = exports.participants_rows
 custom_export_decisions = exports.decisions_rows
 custom_export_messages = exports.messages_rows
-custom_export_llm_calls = agent_pages.llm_call_rows
+custom_export_llm_calls = agent_exports.llm_call_rows
 custom_export_manifest = manifest.manifest_rows  # docs/DATA.md 'manifest'
 custom_export_interventions = interventions.export_rows  # docs/DATA.md 'interventions'

@@ -26,7 +26,7 @@ def test_dictionary_names_exactly_the_columns_the_exports_write():
     import questionnaire
     from agents.types import CALL_RECORD_COLUMNS
     from lab import exports, interventions
-    from lab.agent_pages import LLM_CALL_COLUMNS
+    from lab.agent_exports import LLM_CALL_COLUMNS
 
     assert list(dd.DECISIONS) == exports.DECISION_COLUMNS
     assert list(dd.MESSAGES) == exports.MESSAGE_COLUMNS

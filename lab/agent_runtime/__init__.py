@@ -13,7 +13,7 @@ Design (docs/lab-agents.md):
 - A turn starts as soon as its inputs exist: message 1 at the round's start, message 2 once
   the human's message 1 is in (or timed out), the decision once both second messages are in.
   The agent has the human's stage limits; the human waits on the game's wait page
-  (lab/agent_pages.py) only while a turn is running and never past its deadline.
+  (lab/agent_runtime/wait_pages.py) only while a turn is running and never past its deadline.
 - At server start (``resume_at_startup``, before the first request) every turn still
   ``running`` is redone if its deadline has not passed (else resolved by the fallback), so a
   human who stays on a page after a kill -9 still gets the agent's answer.
@@ -41,7 +41,7 @@ Layout, one module per concern; each imports only those above it:
 - ``startup``: the recovery at server start (lab/otree_patches/router_startup.py runs it);
 - ``pausing``: a session resumed after a pause (lab/pause.py): its running turns' deadlines moved,
   those the pause cut off redone (uses engine, turns).
-This face hands on what the game apps and lab/agent_pages.py call; importing the package
+This face hands on what the game apps, the wait page (``wait_pages``) and the exports call; importing the package
 installs nothing.
 """
 

@@ -28,6 +28,7 @@ ONLINE_PAGE_LIMIT_KEYS = {
     "Payment": "online_payment_seconds",
 }
 QUESTIONNAIRE_LIMIT_KEY = "online_questionnaire_seconds"
+_WAITS_PER_GROUP: dict[str, bool] = {}  # session code -> waits_per_group, see page_waits_per_group
 
 
 # The session-config keys above, described for the data dictionary (lab/data_dictionary.py):
@@ -149,3 +150,26 @@ def page_limit(config: dict, page_name: str, is_questionnaire: bool) -> float | 
         return None
     key = QUESTIONNAIRE_LIMIT_KEY if is_questionnaire else ONLINE_PAGE_LIMIT_KEYS.get(page_name)
     return float(config[key]) if key and config.get(key) is not None else None
+
+
+def has_lobby(session) -> bool:
+    return is_online(session) and session.config.get("associate_type") == "human"
+
+
+def waits_per_group(session) -> bool:
+    """Online, the everyone-waits are per group, not per session: H-H, the pair at a round's start
+    and the cohort at the payment; agent sessions, the participant alone (each has agents of their
+    own, lab.matching.private_agent_schedule), so nobody waits for anybody there."""
+    return is_online(session)
+
+
+def page_waits_per_group(page) -> bool:
+    """``waits_per_group`` for a wait page, noted once per session code (a session's ``online``
+    never changes): oTree asks a page's ``wait_for_all_groups`` about nine times a request, and
+    each ``page.session`` after a commit mid-request was a query again (18 % of an online round
+    start's time in a profile)."""
+    code = page.participant._session_code
+    found = _WAITS_PER_GROUP.get(code)
+    if found is None:
+        found = _WAITS_PER_GROUP[code] = waits_per_group(page.session)
+    return found

@@ -2,7 +2,7 @@
 
 ``stand_in = agent`` (the online default), H-H sessions: from the next stage on, an agent plays
 the dropped seat, through the agent runtime that plays H-F sessions (lab/agent_runtime/,
-lab/agent_pages.py): each of the seat's remaining pair-rounds (the current one from the first
+lab/agent_runtime/wait_pages.py): each of the seat's remaining pair-rounds (the current one from the first
 stage its participant did not play, and every later round of both games) becomes, for the
 partner, a round against an agent: ``associate_kind = "agent"``, the stand-in's seat
 (``AgentSeat``, one per dropped participant and game, ``STAND_IN_SEAT_BASE`` + their
@@ -187,7 +187,7 @@ def _record_played_stages(seat_player, partner, tables, seat) -> str:
 
 
 def _wake_waiting_partner(partner) -> None:
-    """A partner on the pair's wait page reloads it, now an agent's wait (lab/agent_pages.py)."""
+    """A partner on the pair's wait page reloads it, now an agent's wait (lab/agent_runtime/wait_pages.py)."""
     from otree.channels import utils as channel_utils
 
     from lab.committed import after_commit
