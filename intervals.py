@@ -1,4 +1,4 @@
-"""The 95 % interval of a rate, computed once for the live dashboard (lab/dashboard.py), the
+"""The 95 % interval of a rate, computed once for the live dashboard (lab/experimenter/dashboard.py), the
 analysis (analysis/) and the simulation lab (agents/simulate/, agents/similarity/).
 
 The standard library only: the lab's server imports it and does not load scipy. Like

@@ -27,7 +27,7 @@ PAYOFFS: dict[tuple[str, str], tuple[int, int]] = {
 
 ROUNDS_PER_GAME = 10
 # The game apps' NUM_ROUNDS (fixed at import); a session may play fewer. A server may change it
-# with LAB_MAX_ROUNDS_PER_GAME (lab/session_settings.py).
+# with LAB_MAX_ROUNDS_PER_GAME (lab/base/session_settings.py).
 MAX_ROUNDS_PER_GAME = 10
 
 # Stage limits in seconds (SI Note 1).

@@ -8,8 +8,8 @@ import sys
 from os import environ
 
 import experiment_design
-from lab import i18n, offered_experiments, production
-from lab.session_settings import config_defaults, max_rounds_per_game
+from lab.base import i18n, offered_experiments, production
+from lab.base.session_settings import config_defaults, max_rounds_per_game
 
 if not environ.get("DATABASE_URL", "").strip():
     # An empty DATABASE_URL (e.g. `export DATABASE_URL=` to go back to SQLite) would reach
@@ -27,7 +27,7 @@ if production.is_production(environ):
         )
 
 # The lab's language: the default of each session's `language` (every participant page, oTree's
-# own texts included, follows its session's: lab/i18n.py, lab/otree_language.py) and the language
+# own texts included, follows its session's: lab/base/i18n.py, lab/server/otree_language.py) and the language
 # of pages that belong to no session (a room before its session). Simplified Chinese unless
 # OTREE_LANGUAGE_CODE=en.
 try:
@@ -39,7 +39,7 @@ except ValueError as exc:
 # Every experiment file of experiments/ is checked at start: a server with a problem in any of them
 # does not start, and says every problem (python -m labserver check-experiment FILE checks one).
 EXPERIMENTS = {experiment.name: experiment for experiment in experiment_design.check_all_or_exit()}
-# The create page offers the experiments the pages can run (lab/offered_experiments.py: the
+# The create page offers the experiments the pages can run (lab/base/offered_experiments.py: the
 # paper's design, its payoffs and session values aside); the others are checked above, and the
 # log says what keeps each from running.
 OFFERED_EXPERIMENTS = offered_experiments.offered(EXPERIMENTS)
@@ -61,7 +61,7 @@ ROOMS = [
         display_name="Lab (cubicle PCs)",
         participant_label_file="_rooms/lab_cubicles.txt",
         # Goes straight on when the address carries the cubicle's label (docs/running-a-lab.md, Rooms), and
-        # a label already taken by another browser is refused (lab/rooms.py).
+        # a label already taken by another browser is refused (lab/server/rooms.py).
         welcome_page="lab/RoomWelcome.html",
     ),
 ]

@@ -1,6 +1,6 @@
 """Whether a model server can serve a session's agents in time: measured before anyone sits down.
 
-The model check (lab/session_settings.py, and bench/local_model.py) builds the prompts the session
+The model check (lab/base/session_settings.py, and bench/local_model.py) builds the prompts the session
 will send with the agents' own prompt builder (``PersonaAgent``: two agents with a synthetic
 history of ``rounds - 1`` rounds, replies of ``max_tokens`` tokens, a participant's typical
 messages), sends the longest of them (the decision at the last round) to the server and measures:

@@ -1,6 +1,6 @@
 """What the analysis reads: CSV files, folders of them, and data packages as downloaded.
 
-A data package (lab/data_package.py) is a zip holding one folder ``lab_session_CODE/`` of CSVs
+A data package (lab/record/data_package.py) is a zip holding one folder ``lab_session_CODE/`` of CSVs
 (the tables of docs/DATA.md and oTree's own exports), the manifest as JSON, ``datapackage.json``
 and ``README.txt``. It may be given zipped, as downloaded, or unzipped; several at once; or
 inside a folder (a downloads folder of several zips). Folders are read recursively:
@@ -20,7 +20,7 @@ from typing import Iterable
 
 WHAT_TO_GIVE = ("give the data package as downloaded (lab_session_CODE.zip) or its unzipped folder, a folder "
                 "of CSV exports, or CSV files")
-DESCRIPTOR = "datapackage.json"  # lab/data_package.py's; given alone, its folder is meant
+DESCRIPTOR = "datapackage.json"  # lab/record/data_package.py's; given alone, its folder is meant
 
 
 @dataclass(frozen=True)

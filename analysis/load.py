@@ -36,7 +36,7 @@ class TableSpec:
     name: str
     signature: tuple[str, ...]  # the columns that identify the table (DATA.md)
     required: tuple[str, ...]  # without these the table cannot be used at all
-    # the other DATA.md columns the analysis reads (lab/data_dictionary.py's: a test holds them to it);
+    # the other DATA.md columns the analysis reads (lab/record/data_dictionary.py's: a test holds them to it);
     # a missing one is filled with blanks
     contract: tuple[str, ...]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import experiment_design as ed
 
 from analysis.inputs import collect
-from lab.manifest import FROZEN
+from lab.record.manifest import FROZEN
 
 # What makes two sessions the same experiment (manifest keys).
 PROTOCOL_KEYS = ("stage_limits", "rounds_per_game", "message_max_chars", "payoff_table", "payment", "prompts_sha256")

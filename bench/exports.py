@@ -1,6 +1,6 @@
 """Bench: how long each export of a finished lab session holds the server.
 
-An export runs under oTree's global lock (lab/request_lock.py says why), so every page of every
+An export runs under oTree's global lock (lab/server/request_lock.py says why), so every page of every
 session on the server waits while one is written. Creates an H-F session of 72 participants x 10
 rounds with oTree (in memory, or beside ``--database-url``'s database), fills it as
 bench/dashboard.py does (choices, chat messages, the agents' turns, one model call per turn with a

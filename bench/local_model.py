@@ -83,7 +83,7 @@ def demand(language: str, agents: int, args) -> SessionDemand:
 
 
 def model_check(cfg: ModelConfig, language: str, args):
-    """What session creation does (lab/session_settings.py): the check call, the grammar, the
+    """What session creation does (lab/base/session_settings.py): the check call, the grammar, the
     capacity (for one agent: the speed; assess() then gives any session size its verdict)."""
     problem, _ = check_model(cfg)
     if problem:

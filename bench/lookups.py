@@ -1,5 +1,5 @@
 """What a page request's two row lookups cost: oTree's own code against the lab's compiled-query
-cache (lab/baked_lookups.py).
+cache (lab/server/baked_lookups.py).
 
 Every page request looks up its participant by code and its player by participant and round
 (and the player again for each page oTree steps over). In-process, oTree's own setup, a real

@@ -84,7 +84,7 @@ def _trace_lock() -> None:
     took it comes from a context variable set as the request enters that middleware. Installed
     from the project's settings, before oTree builds its app (and before ``otree.middleware``
     can be imported): the middleware's dispatch is wrapped as starlette makes it, or the project's
-    own (lab/request_lock.py) where it replaces oTree's."""
+    own (lab/server/request_lock.py) where it replaces oTree's."""
     from starlette.middleware.base import BaseHTTPMiddleware
 
     original_init = BaseHTTPMiddleware.__init__
@@ -96,8 +96,8 @@ def _trace_lock() -> None:
 
     BaseHTTPMiddleware.__init__ = __init__
 
-    try:  # the project's own middleware in its place (lab/request_lock.py)
-        from lab.request_lock import CommitTransaction
+    try:  # the project's own middleware in its place (lab/server/request_lock.py)
+        from lab.server.request_lock import CommitTransaction
     except ImportError:  # the plain oTree baseline
         return
     call = CommitTransaction.__call__

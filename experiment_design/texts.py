@@ -27,7 +27,7 @@ REFERENCE_LANGUAGE = "en"
 PAPER_LABELS = ("A", "B")
 VARIANTS = "variants"
 # The texts' placeholders for the design's choices (the labels in the session's language), and for the
-# session's values every page fills in (lab/pages.py, text_params), the stages' seconds besides.
+# session's values every page fills in (lab/shared_pages/pages.py, text_params), the stages' seconds besides.
 CHOICE_PLACEHOLDERS = ("choice_1", "choice_2", "cooperative_choice")
 SESSION_PLACEHOLDERS = ("rounds", "fee", "rate", "bonus", "currency", "max_chars")
 # Texts the experiment file gives itself: the associates' words ([labels]) and the choices' labels;

@@ -10,15 +10,18 @@ import time
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models
 
 import protocol
-from lab import agent_models, agents_report, app_start, notices
+from lab.agent_runtime import agent_models
+from lab.experimenter import agents_report
+from lab import app_start
+from lab.server import notices
 from lab.agent_runtime import wait_pages
 from lab.online import dropouts
 from lab import agent_runtime as agents
-from lab import game as lab_game
-from lab.game import is_played, stage_timeout
-from lab.pages import TranslatedTimer
-from lab.session_settings import max_rounds_per_game, params, params_of
-from lab.text import clean_text
+from lab.shared_pages import game as lab_game
+from lab.shared_pages.game import is_played, stage_timeout
+from lab.shared_pages.pages import TranslatedTimer
+from lab.base.session_settings import max_rounds_per_game, params, params_of
+from lab.base.text import clean_text
 
 doc = __doc__
 GAME = "WC"
@@ -52,10 +55,10 @@ class Player(BasePlayer):
     associate_choice = models.StringField()
     associate_payoff = models.IntegerField()
     # Online sessions: how this pair-round went on after the associate's participant was dropped
-    # ("" / "stand_in" / "alone": lab/game.py DROPOUT_RULES, lab/online/stand_in.py).
+    # ("" / "stand_in" / "alone": lab/shared_pages/game.py DROPOUT_RULES, lab/online/stand_in.py).
     dropout = models.StringField(blank=True, initial="")
     # Online, stand_in = none: this row is a dropped participant's seat after their drop (its
-    # choice random, its payoff 0, counted in no one's norm estimate check: lab/game.py).
+    # choice random, its payoff 0, counted in no one's norm estimate check: lab/shared_pages/game.py).
     after_drop = models.BooleanField(initial=False)
 
 
@@ -94,7 +97,7 @@ def start_agent_turns(subsession: Subsession, players=None):
 
 
 def message_error(player: Player, text: str):
-    """Counted as the page's counter counts (lab/text.py); the page keeps the text on an error."""
+    """Counted as the page's counter counts (lab/base/text.py); the page keeps the text on an error."""
     p = params_of(player)
     t = lab_game.texts_for(player)
     text = clean_text(text)
@@ -110,7 +113,7 @@ def store_message(player: Player, stage: int, timeout_happened: bool):
     typed = clean_text(player.field_maybe_none(f"message_{stage}"))
     if timeout_happened and not typed:
         # Submitted without the browser's form (the experimenter's advance, a closed tab's timeout):
-        # what the box last held, as the page said it (lab/notices.py).
+        # what the box last held, as the page said it (lab/server/notices.py).
         typed = clean_text(notices.draft(player.participant.code, player.participant._index_in_pages) or "")
     setattr(player, f"message_{stage}", typed)
     p = params_of(player)
@@ -168,7 +171,7 @@ def own_message(player: Player, stage: int, messages: list | None = None):
 
 def read_round(player: Player) -> dict:
     """Both stages' messages as the pages show them (``read_vars``), from one query: the decision
-    page lists them (lab/game.py, ``RoundMessages``)."""
+    page lists them (lab/shared_pages/game.py, ``RoundMessages``)."""
     messages = round_messages(player)
     return {stage: read_vars(player, stage, messages) for stage in (1, 2)}
 

@@ -2,9 +2,9 @@ import html
 
 from otree.api import Bot, Submission, expect
 
-from lab import bots
-from lab.game import game_total
-from lab.session_game import session_game
+from lab.agent_runtime import bots
+from lab.shared_pages.game import game_total
+from lab.base.session_game import session_game
 from . import (TABLES, Decision, GameIntro, Message, Message1, Message2, Read1, Read2, Result, own_message,
                received_message)
 

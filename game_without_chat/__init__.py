@@ -4,12 +4,14 @@ associate every round, the same limits and payoffs as the game with chat."""
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, models
 
 import protocol
-from lab import agent_models, agents_report, app_start
+from lab.agent_runtime import agent_models
+from lab.experimenter import agents_report
+from lab import app_start
 from lab.agent_runtime import wait_pages
 from lab.online import dropouts
 from lab import agent_runtime as agents
-from lab import game as lab_game
-from lab.session_settings import max_rounds_per_game, params
+from lab.shared_pages import game as lab_game
+from lab.base.session_settings import max_rounds_per_game, params
 
 doc = __doc__
 GAME = "WoC"
@@ -39,10 +41,10 @@ class Player(BasePlayer):
     associate_choice = models.StringField()
     associate_payoff = models.IntegerField()
     # Online sessions: how this pair-round went on after the associate's participant was dropped
-    # ("" / "stand_in" / "alone": lab/game.py DROPOUT_RULES, lab/online/stand_in.py).
+    # ("" / "stand_in" / "alone": lab/shared_pages/game.py DROPOUT_RULES, lab/online/stand_in.py).
     dropout = models.StringField(blank=True, initial="")
     # Online, stand_in = none: this row is a dropped participant's seat after their drop (its
-    # choice random, its payoff 0, counted in no one's norm estimate check: lab/game.py).
+    # choice random, its payoff 0, counted in no one's norm estimate check: lab/shared_pages/game.py).
     after_drop = models.BooleanField(initial=False)
 
 

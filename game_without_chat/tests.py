@@ -1,7 +1,7 @@
 from otree.api import Bot, Submission, expect
 
-from lab import bots
-from lab.session_game import session_game
+from lab.agent_runtime import bots
+from lab.base.session_game import session_game
 from . import TABLES, Decision, GameIntro, Result
 
 

@@ -2,7 +2,7 @@
 
 Session creation is validated here (the first app of every session), so a config that cannot
 run (odd number of people in H-H, too many rounds, an unknown language) is refused at once
-with a message saying why; and the session's manifest is frozen here (lab/manifest.py), once.
+with a message saying why; and the session's manifest is frozen here (lab/record/manifest.py), once.
 """
 
 import json
@@ -10,13 +10,15 @@ import time
 
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, models, widgets
 
-from lab import app_start, manifest, session_settings
+from lab import app_start
+from lab.record import manifest
+from lab.base import session_settings
 from lab.online import exit as online_exit
 from lab.online import lobby as online_lobby
-from lab.online.config import has_lobby, is_online
-from lab.pages import TranslatedTimer, texts_for
-from lab.payoff_table import payoff_table_vars
-from lab.session_game import session_game
+from lab.base.online_settings import has_lobby, is_online
+from lab.shared_pages.pages import TranslatedTimer, texts_for
+from lab.base.payoff_table import payoff_table_vars
+from lab.base.session_game import session_game
 
 doc = __doc__
 
@@ -63,7 +65,7 @@ class QuizAttempt(ExtraModel):
 
 
 class SessionManifest(ExtraModel):
-    """The session's manifest as frozen at its creation (lab/manifest.py): inserted once, never
+    """The session's manifest as frozen at its creation (lab/record/manifest.py): inserted once, never
     updated; exports show it."""
 
     subsession = models.Link(Subsession)

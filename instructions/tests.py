@@ -2,7 +2,7 @@ import re
 
 from otree.api import Bot, SubmissionMustFail, expect
 
-from lab.session_game import session_game
+from lab.base.session_game import session_game
 
 from . import C, Quiz, QuizAttempt, Rules, Welcome, quiz_answer_key
 

@@ -8,11 +8,12 @@ imports this one: it stands above them all, beside the apps.
 
 from __future__ import annotations
 
-from lab import app_registry, otree_patches
+from lab.base import app_registry
+from lab import otree_patches
 
 
 def register_app(app_name: str, Player, **tables) -> None:
     """The lab's patches of oTree applied (once), then the app's tables registered
-    (``lab.app_registry.register_app``, which says what each app hands over)."""
+    (``lab.base.app_registry.register_app``, which says what each app hands over)."""
     otree_patches.install()
     app_registry.register_app(app_name, Player, **tables)

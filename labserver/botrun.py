@@ -120,7 +120,7 @@ def _play(config_name: str, num_participants: int, overrides: dict, export_dir: 
     from otree.bots.runner import run_bots
     from otree.database import session_scope
 
-    from lab.session_creation import SessionRefused
+    from lab.experimenter.session_creation import SessionRefused
 
     started = time.monotonic()
     try:
@@ -142,8 +142,8 @@ def _play(config_name: str, num_participants: int, overrides: dict, export_dir: 
 
 
 def export_all(export_dir: Path, session_code: str) -> None:
-    """The session's data package (lab/data_package.py) in export_dir: every custom export (what
+    """The session's data package (lab/record/data_package.py) in export_dir: every custom export (what
     the analysis reads), oTree's own exports, the manifest as JSON, README.txt, datapackage.json."""
-    from lab.data_package import write_folder
+    from lab.record.data_package import write_folder
 
     write_folder(export_dir, session_code)

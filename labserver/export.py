@@ -1,6 +1,6 @@
 """``python -m labserver export SESSION_CODE --out DIR``: the session's data package as a zip.
 
-The same zip as the session's *Data package* tab in oTree's admin (lab/data_package.py), read
+The same zip as the session's *Data package* tab in oTree's admin (lab/record/data_package.py), read
 straight from the database DATABASE_URL points at (SQLite: ./db.sqlite3 of the working folder),
 so it needs neither a running server nor the REST key.
 """
@@ -17,7 +17,7 @@ def export_session(session_code: str, out_dir: Path) -> Path:
     from otree.database import session_scope
     from otree.models import Session
 
-    from lab.data_package import session_zip, zip_name
+    from lab.record.data_package import session_zip, zip_name
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ once the server has started: each line says ``ok`` and what was found, or ``FAIL
 do; the exit status is 1 when a check failed. No secret is printed (a database URL's password
 is masked). The checks (docs/running-a-lab.md, The morning):
 
-- production mode and its settings (lab/production.py);
+- production mode and its settings (lab/base/production.py);
 - DATABASE_URL names PostgreSQL, which answers;
 - its tables are those oTree makes for the installed apps (every table and column);
 - a timeout worker runs for this folder (found among the machine's processes: prodserver
@@ -81,7 +81,7 @@ def run_checks(port: int, environ: Mapping[str, str], folder: Path) -> Iterator[
 
 # --- production mode --------------------------------------------------------------------
 def production_check(environ: Mapping[str, str]) -> Check:
-    from lab import production
+    from lab.base import production
 
     if not production.is_production(environ):
         return Check("production mode", False, "OTREE_PRODUCTION is not set: oTree's debug mode (a try-out) shows "
@@ -230,7 +230,7 @@ def timeout_workers(folder: Path, proc: Path = Path("/proc")) -> Optional[list[W
 
 
 def server_check(workers: Optional[list[Worker]], port: int, environ: Mapping[str, str]) -> Check:
-    from lab import production
+    from lab.base import production
     from labserver.server import masked_database_url
 
     name = "timeout worker"

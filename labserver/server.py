@@ -3,7 +3,7 @@ timeout worker even for closed tabs), then print where to open it.
 
 Two modes that cannot be mistaken for each other. ``run`` is the try-out (``make run``): oTree's
 debug mode, no passwords, the admin open; the console says so, and every participant page
-carries a red "try-out server" ribbon (lab/otree_language.py). ``run --lab`` is a lab's server
+carries a red "try-out server" ribbon (lab/server/otree_language.py). ``run --lab`` is a lab's server
 (``make lab``): oTree's production mode (no debug panel, "Restart as new participant" or
 "[debug]" in the tab), refused before it starts without the admin login's settings.
 """
@@ -83,7 +83,7 @@ def database_problem(url: str) -> str | None:
 
 def start_banner(port: int, database: str, env: dict, lan: str | None) -> str:
     """What the console shows once the server answers: a lab's server, or loudly a try-out."""
-    from lab import production
+    from lab.base import production
 
     rule = "=" * 72
     lines = ["", rule]
@@ -111,7 +111,7 @@ def start_banner(port: int, database: str, env: dict, lan: str | None) -> str:
 def serve(port: int, lab: bool = False, host: str = "0.0.0.0") -> int:
     """``lab``: production mode, or nothing started (2) without its settings. ``host``: the
     address to listen on (127.0.0.1 behind a reverse proxy on the same machine)."""
-    from lab import production
+    from lab.base import production
 
     env = dict(os.environ)
     if lab:

@@ -11,16 +11,19 @@ This app also holds the exports in long format that the analysis reads (docs/DAT
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, ExtraModel, Page, WaitPage, cu, models
 
 import protocol
-from lab import game as lab_game
-from lab import agent_exports, app_start, exports, i18n, interventions, manifest
-from lab.grouping import set_group_matrix
+from lab.shared_pages import game as lab_game
+from lab.record import agent_exports, exports, manifest
+from lab import app_start
+from lab.base import i18n
+from lab.experimenter import interventions
+from lab.base.grouping import set_group_matrix
 from lab.online import exit as online_exit
-from lab.online.config import is_online
-from lab.online.config import page_waits_per_group, waits_per_group
-from lab.pages import TranslatedTimer, texts_for
-from lab.session_game import session_game
-from lab.session_settings import GAME_APPS, params
-from lab.wait_for_all import MovesEveryoneOn
+from lab.base.online_settings import is_online
+from lab.base.online_settings import page_waits_per_group, waits_per_group
+from lab.shared_pages.pages import TranslatedTimer, texts_for
+from lab.base.session_game import session_game
+from lab.base.session_settings import GAME_APPS, params
+from lab.shared_pages.wait_for_all import MovesEveryoneOn
 
 doc = __doc__
 
@@ -51,7 +54,7 @@ class Player(BasePlayer):
 
 
 class Intervention(ExtraModel):
-    """One action of the experimenter on the dashboard (lab/interventions.py, docs/DATA.md
+    """One action of the experimenter on the dashboard (lab/experimenter/interventions.py, docs/DATA.md
     'interventions'). Session-wide actions have no participant."""
 
     session_code = models.StringField()
@@ -115,7 +118,7 @@ def norm_estimate(player: Player, game: str):
 
 def creating_session(subsession: Subsession):
     if waits_per_group(subsession.session):
-        # Online H-H: each cohort becomes one group when it forms (lab/online/config.py).
+        # Online H-H: each cohort becomes one group when it forms (lab/base/online_settings.py).
         set_group_matrix(subsession, [[player] for player in subsession.get_players()])
 
 
@@ -157,7 +160,7 @@ class AllFinished(MovesEveryoneOn, WaitPage):
 
     @property
     def wait_for_all_groups(self):
-        return not page_waits_per_group(self)  # online H-H: the cohort (lab/online/config.py)
+        return not page_waits_per_group(self)  # online H-H: the cohort (lab/base/online_settings.py)
 
     @property
     def title_text(self):

@@ -1,7 +1,7 @@
 from otree.api import Bot, expect
 
 import protocol
-from lab.session_settings import params
+from lab.base.session_settings import params
 
 
 class PlayerBot(Bot):

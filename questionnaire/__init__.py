@@ -7,9 +7,9 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 
 import protocol
 from lab import app_start
-from lab.pages import TranslatedTimer, texts_for
-from lab.session_settings import params
-from lab.text import clean_text
+from lab.shared_pages.pages import TranslatedTimer, texts_for
+from lab.base.session_settings import params
+from lab.base.text import clean_text
 
 doc = __doc__
 
@@ -90,7 +90,7 @@ def base_vars(player: Player, page_class) -> dict:
 # PAGES
 class QuestionnairePage(TranslatedTimer, Page):
     form_model = "player"
-    lab_online_questionnaire = True  # online: the questionnaire pages' limit (lab/online/config.py)
+    lab_online_questionnaire = True  # online: the questionnaire pages' limit (lab/base/online_settings.py)
 
     @staticmethod
     def is_displayed(player: Player):

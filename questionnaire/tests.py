@@ -1,7 +1,7 @@
 from otree.api import Bot, expect
 
 import protocol
-from lab.session_settings import params
+from lab.base.session_settings import params
 from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, NormEstimates,
                Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS)
 

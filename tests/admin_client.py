@@ -1,4 +1,4 @@
-"""oTree's admin, logged in, as plain HTTP: the dashboard's actions (lab/interventions.py) and the
+"""oTree's admin, logged in, as plain HTTP: the dashboard's actions (lab/experimenter/interventions.py) and the
 payment app's custom exports, for tests whose server runs with OTREE_AUTH_LEVEL=STUDY."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ PAGE_RE = re.compile(r"/p/[^/]+/(?P<app>[^/]+)/(?P<page>[^/]+)/(?P<index>\d+)")
 COMPLETION_CODE_RE = re.compile(r'id="completion-code">([^<]*)<')
 LIVE_URL_RE = re.compile(r'id="otree-live" data-socket-url="([^"]+)"')
 REMAINING_SECONDS_RE = re.compile(r"remainingTimeoutSeconds = ([0-9.]+|null);")
-# The page's own socket (lab/notices.py), as its state block names it (JSON: "&" escaped).
+# The page's own socket (lab/server/notices.py), as its state block names it (JSON: "&" escaped).
 PAGE_SOCKET_RE = re.compile(r'"socket": "(/lab_notices\?[^"]+)"')
 WAIT_PAGES = {"RoundStart", "WaitMessage1", "WaitMessage2", "WaitDecision", "AllFinished"}
 LIKERT_PAGES = {

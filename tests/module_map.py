@@ -1,7 +1,7 @@
 """Which tests exercise which module of lab/, agents/ and analysis/: the map in docs/testing.md.
 
 A test file exercises a module when it imports it (at its top, in a function, or in a script it
-runs: ``from lab import game`` counts for ``lab.game``) or names its file (``lab/request_lock.py``).
+runs: ``from lab.shared_pages import game`` counts for ``lab.shared_pages.game``) or names its file (``lab/server/request_lock.py``).
 A module no test names is exercised through a running server or bot run only: the map says so.
 ``python -m tests.module_map`` rewrites the map; tests/test_module_map.py checks that it lists
 every module and no other.
@@ -34,7 +34,7 @@ def modules() -> dict[str, Path]:
 
 
 def _imported(tree: ast.AST, known: set[str]) -> set[str]:
-    """What the code imports, as dotted names: ``from lab import game`` is ``lab.game``, not
+    """What the code imports, as dotted names: ``from lab.shared_pages import game`` is ``lab.shared_pages.game``, not
     ``lab`` (a package counts when a name of its own is imported from it)."""
     names = set()
     for node in ast.walk(tree):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.agents_report import message_warnings, word_count
+from lab.experimenter.agents_report import message_warnings, word_count
 
 
 @pytest.mark.parametrize("text", [

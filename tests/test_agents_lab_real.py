@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from lab.session_settings import SessionConfigError, validate
+from lab.base.session_settings import SessionConfigError, validate
 from tests.fake_llm_server import FakeLLMServer
 from tests.http_participant import HttpParticipant
 from tests.lab_server import journal_rows
@@ -28,7 +28,7 @@ def test_session_creation_calls_the_model_a_fixed_number_of_times(fake_llm):
     validate(_agent_config(llm_provider="openai_compatible", llm_model="m", llm_base_url=fake_llm.base_url_openai,
                            llm_constrained_output="off"), 2, record=session_vars)
     assert fake_llm.request_count == 4
-    # What the dashboard shows as the model check's status (lab/dashboard.py model_check_status).
+    # What the dashboard shows as the model check's status (lab/experimenter/dashboard.py model_check_status).
     assert session_vars["model_check"]["status"] == "ok" and session_vars["model_check"]["model"] == "m"
     counts = []
     for participants in (2, 12):

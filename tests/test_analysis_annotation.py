@@ -253,7 +253,7 @@ def test_machine_annotation_fills_the_same_columns_labelled_as_machine():
 def test_machine_annotation_says_which_prompt_made_it_and_the_prompt_is_in_the_manifest():
     """The annotator's prompt is a file of prompts/ (its payoffs from protocol.py), versioned by its
     content on every machine row and hashed into the session manifest with the agents' prompts."""
-    from lab.manifest import prompt_hashes
+    from lab.record.manifest import prompt_hashes
 
     conversations = pd.DataFrame({"conversation_id": ["c1"], "p1_message_1": ["A?"], "p2_message_1": ["A."],
                                   "p1_message_2": [""], "p2_message_2": [""]})

@@ -1,4 +1,4 @@
-"""``python -m analysis`` on what the lab's admin downloads: the data package (lab/data_package.py) as
+"""``python -m analysis`` on what the lab's admin downloads: the data package (lab/record/data_package.py) as
 a zip, unzipped, several at once or in a downloads folder; anything else refused in one line; the
 report's files table counting each file's rows; sessions of two protocols (languages) not pooled.
 
@@ -19,7 +19,7 @@ import pytest
 
 from analysis import load_exports, manifest, synthetic
 from analysis.__main__ import main as cli_main
-from lab.manifest import FROZEN
+from lab.record.manifest import FROZEN
 
 TABLE_FILES = {"decisions": "payment_custom_export_decisions", "messages": "payment_custom_export_messages",
                "participants": "payment_custom_export_participants", "llm_calls": "payment_custom_export_llm_calls"}
@@ -42,7 +42,7 @@ def _manifest_rows(code: str, language: str) -> list[list[str]]:
 
 
 def package_folder(tables: dict[str, pd.DataFrame], code: str, parent: Path, language: str = "en") -> Path:
-    """lab_session_CODE/ as lab/data_package.py lays it out."""
+    """lab_session_CODE/ as lab/record/data_package.py lays it out."""
     folder = parent / f"lab_session_{code}"
     folder.mkdir(parents=True)
     for name, file_stem in TABLE_FILES.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -45,7 +46,7 @@ def otree_apps() -> set[str]:
 
 def imported_names(path: Path) -> set[str]:
     """What ``path`` imports, at its top or inside a function, as dotted absolute names
-    (``from lab import game`` gives ``lab.game``, a module or a name of ``lab``)."""
+    (``from lab.shared_pages import game`` gives ``lab.shared_pages.game``, a module or a name of ``lab.shared_pages``)."""
     this = module_name(path)
     package = this if path.name == "__init__.py" else this.rpartition(".")[0]
     names = set()
@@ -81,7 +82,7 @@ def test_the_apps_are_found():
 
 
 def test_lab_imports_no_app():
-    """lab/ is the floor below the apps: the apps hand it what it needs (lab/app_registry.py)."""
+    """lab/ is the floor below the apps: the apps hand it what it needs (lab/base/app_registry.py)."""
     above = otree_apps() | ABOVE_LAB
     reaching_up = {}
     for path in source_files():
@@ -126,3 +127,83 @@ def test_no_modules_import_each_other_in_a_circle():
                     seen.add(following)
                     stack.append(trail + [following])
     assert circles == []
+
+
+ARCHITECTURE = PROJECT / "docs" / "ARCHITECTURE.md"
+FLOOR_LINE = re.compile(r"^(\w+/|\w+\.py)\s+(.*)$")
+
+
+def drawn_floors() -> list[dict]:
+    """lab/'s floors as docs/ARCHITECTURE.md draws them, top to bottom: each its name (``record``,
+    ``app_start``), the modules drawn in it (None where it is described, not listed), and the
+    floors its ``->`` line says it imports."""
+    lines = ARCHITECTURE.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("+-- lab/"))
+    floors: list[dict] = []
+    for line in lines[start + 1:]:
+        if line.startswith("+"):
+            break
+        text = line.strip("|").strip()
+        header = FLOOR_LINE.match(line.strip("|")[1:]) if not line[2:3].isspace() else None
+        if header:
+            name = header.group(1).removesuffix("/").removesuffix(".py")
+            floors.append(dict(name=name, modules=set(), described=False, imports=set()))
+            text = header.group(2)
+        if text.startswith("->"):
+            floors[-1]["imports"] |= {word.strip() for word in text[2:].split(",")}
+        elif ":" in text:
+            floors[-1]["described"] = True
+        else:
+            floors[-1]["modules"] |= set(text.split())
+    return floors
+
+
+def floor_of(module: str) -> str | None:
+    """``lab.record.manifest`` -> ``record``; ``lab.app_start`` -> ``app_start``; None for lab."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "lab" and len(parts) > 1 else None
+
+
+def lab_imports_between_floors() -> dict[str, set[str]]:
+    """For each floor, the other floors its modules import (at the top or inside a function)."""
+    modules = {module_name(path): path for path in source_files()}
+    found: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        floor = floor_of(name)
+        if floor is None:
+            continue
+        for imported in imported_names(path):
+            while imported and imported not in modules:
+                imported = imported.rpartition(".")[0]
+            target = floor_of(imported or "")
+            if target is not None and target != floor:
+                found.setdefault(floor, set()).add(target)
+    return found
+
+
+def test_lab_folders_hold_the_modules_their_floor_draws():
+    floors = drawn_floors()
+    assert [f["name"] for f in floors][-1] == "base"
+    drawn = {f["name"] for f in floors}
+    on_disk = {path.stem if path.suffix == ".py" else path.name for path in (PROJECT / "lab").iterdir()
+               if not path.name.startswith(("_", ".")) and (path.suffix == ".py" or path.is_dir())}
+    assert on_disk == drawn, "every file and folder of lab/ is a floor of the diagram, and every floor is there"
+    for floor in floors:
+        folder = PROJECT / "lab" / floor["name"]
+        if floor["described"] or not folder.is_dir():
+            continue
+        held = {path.stem for path in folder.glob("*.py") if path.stem != "__init__"}
+        assert held == floor["modules"], f"lab/{floor['name']}/ holds {sorted(held)}; the diagram draws {sorted(floor['modules'])}"
+
+
+def test_no_floor_imports_a_floor_drawn_above_it():
+    order = [f["name"] for f in drawn_floors()][::-1]  # bottom first
+    upward = sorted(f"{floor} -> {target}" for floor, targets in lab_imports_between_floors().items()
+                    for target in targets if order.index(target) > order.index(floor))
+    assert upward == []
+
+
+def test_the_diagram_draws_every_import_between_floors_and_no_other():
+    drawn = {f["name"]: f["imports"] for f in drawn_floors()}
+    found = lab_imports_between_floors()
+    assert {name: found.get(name, set()) for name in drawn} == drawn

@@ -1,5 +1,5 @@
 """oTree's participant, player and extra-model lookups go through SQLAlchemy's
-compiled-query cache (lab/baked_lookups.py), and give what oTree's own code gives: the same rows, the same errors,
+compiled-query cache (lab/server/baked_lookups.py), and give what oTree's own code gives: the same rows, the same errors,
 on SQLite and PostgreSQL. Run in-process with oTree's own setup and a real database.
 """
 

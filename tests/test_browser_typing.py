@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from lab.text import text_length
+from lab.base.text import text_length
 from tests.browser_participant import launch_browser
 from tests.http_participant import HttpParticipant
 

@@ -108,7 +108,7 @@ def test_the_wait_pages_timer_does_not_abort_a_reload_under_way(lab_server):
 @pytest.mark.browser
 @pytest.mark.server
 def test_a_round_start_takes_the_waiting_page_straight_to_the_next(lab_server):
-    """RoundStart (lab/wait_for_all.py): the page waiting there goes to the next page in one
+    """RoundStart (lab/shared_pages/wait_for_all.py): the page waiting there goes to the next page in one
     request when the last participant arrives, instead of reloading the wait page to be
     redirected (two requests, 71 at once in a lab of 72)."""
     from playwright.async_api import async_playwright

@@ -11,8 +11,8 @@ import pytest
 
 from agents.capacity import (NARROW_MARGIN, ServerSpeed, SessionDemand, assess, stage_prompts, usable_seconds)
 from agents.config import ModelConfig
-from lab import session_settings
-from lab.session_settings import SessionConfigError
+from lab.base import session_settings
+from lab.base.session_settings import SessionConfigError
 
 STAGES = {"message_1": 60.0, "message_2": 60.0, "decision": 40.0}
 
@@ -172,8 +172,8 @@ def test_the_pages_show_the_grammar_and_the_capacity_and_warn_when_narrow():
     """The dashboard's and the agents page's rows, and the line above every session page."""
     from types import SimpleNamespace
 
-    from lab.admin_views import model_check_banner
-    from lab.dashboard import model_check_details
+    from lab.experimenter.admin_views import model_check_banner
+    from lab.experimenter.dashboard import model_check_details
 
     narrow = assessed(2)
     record = dict(status="ok", grammar="on (gbnf): the server obeyed that grammar field at the model check",

@@ -1,5 +1,5 @@
 """A page request that completes a wait page pushes 'ready' to the waiting pages' sockets from
-its worker thread (lab/channels.py). The socket here is uvicorn's own protocol and starlette's
+its worker thread (lab/server/channels.py). The socket here is uvicorn's own protocol and starlette's
 own WebSocket, accepted as oTree's consumer accepts it and in its channel group, its handshake
 not yet finished by the server's loop: the moment that froze the whole server under load.
 """
@@ -17,7 +17,8 @@ from otree.common2 import json_dumps
 from starlette.websockets import WebSocket
 from uvicorn.protocols.websockets.websockets_impl import WebSocketProtocol
 
-from lab import channels, otree_patches
+from lab.server import channels
+from lab import otree_patches
 
 otree_patches.install()  # as the server has them (the apps apply them when oTree imports them)
 GROUP = "wait-page-1-page13-7"
@@ -122,7 +123,7 @@ def test_without_a_server_loop_the_push_is_otree_own(monkeypatch):
 
 
 def test_otree_own_push_from_a_page_thread_never_returns():
-    """Why lab/channels.py exists: oTree 6.0.15's own ``sync_send`` binds the socket's
+    """Why lab/server/channels.py exists: oTree 6.0.15's own ``sync_send`` binds the socket's
     handshake event to a loop of the page thread's own, which the server loop's ``set`` never
     wakes. (The thread is left blocked, a daemon; if this starts to fail, oTree has fixed it.)"""
     layer = channel_utils.ChannelLayer()
@@ -192,7 +193,7 @@ def test_groups_told_ready_are_forgotten_after_a_lab_day(monkeypatch):
 
 
 def test_a_ready_push_carries_where_the_waiting_went_and_other_pushes_are_untouched():
-    """lab/wait_for_all.py: within ``ready_says``, this thread's 'ready' pushes carry the
+    """lab/shared_pages/wait_for_all.py: within ``ready_says``, this thread's 'ready' pushes carry the
     destination (pages that know it go straight there); other messages, other threads and
     pushes after the block are as oTree sends them."""
     layer = channel_utils.ChannelLayer()

@@ -20,8 +20,8 @@ from agents.probe import probe_personas
 from agents.config import ConfigError, ModelConfig
 from agents.models import build_model
 from agents.parsing import grammar_message
-from lab import session_settings
-from lab.session_settings import SessionConfigError
+from lab.base import session_settings
+from lab.base.session_settings import SessionConfigError
 from tests.fake_llm_server import FakeLLMServer
 
 DECISION_OK = ("STEP 1: B gives 80 or 40\nSTEP 2: A gives 70 or 10\nSTEP 3: new associate\nSTEP 4: trust\n"
@@ -204,7 +204,7 @@ def test_test_model_runs_the_personas_one_after_another_and_shows_each_attempt()
 
 
 def test_test_model_route_lists_every_attempt_apart(fake_llm):
-    from lab import model_probe
+    from lab.agent_runtime import model_probe
 
     fake_llm.set(reply=lambda request, api: "no brackets" if len(request["messages"]) == 2 else MESSAGE_OK)
     model_probe.TEST_TARGETS["S1"] = dict(config=config(fake_llm), language="en", with_chat=True)

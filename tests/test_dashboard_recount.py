@@ -24,7 +24,7 @@ import pytest
 
 import protocol
 from intervals import wilson_interval
-from lab.proposals import proposed_choice
+from lab.experimenter.proposals import proposed_choice
 from tests import processes
 from tests.lab_server import PYTHON, lab_env, run_bots
 
@@ -43,7 +43,7 @@ from otree.main import setup
 setup()
 from otree.database import session_scope
 from otree.models import Session
-from lab.dashboard import session_dashboard
+from lab.experimenter.dashboard import session_dashboard
 with session_scope():
     print(json.dumps({code: session_dashboard(Session.objects_get(code=code)) for code in sys.argv[1:]}, default=str))
 """
@@ -163,7 +163,7 @@ def check_agents(shown: dict, calls: list[dict]):
     assert shown["answered_calls"] == statuses["ok"] and shown["failed_calls"] == len(calls) - statuses["ok"]
     latencies = [float(row["time_done"]) - float(row["time_sent"]) for row in calls if row["status"] == "ok"]
     assert shown["latency_n"] == len(latencies)
-    # numpy's default quantile is R's type 7, as lab.dashboard.percentile (checked against R's
+    # numpy's default quantile is R's type 7, as lab.experimenter.dashboard.percentile (checked against R's
     # quantile(x, type = 7) in tests/test_experimenter_view_units.py)
     assert shown["latency_p50"] == pytest.approx(float(np.quantile(latencies, 0.5)), abs=1e-6)
     assert shown["latency_p95"] == pytest.approx(float(np.quantile(latencies, 0.95)), abs=1e-6)

@@ -8,25 +8,26 @@ from types import SimpleNamespace
 import pytest
 
 from analysis import manifest as analysis_manifest
-from lab import data_dictionary as dd
-from lab import data_dictionary_otree as dd_otree
-from lab import data_md
-from lab import manifest as lab_manifest
+from lab.record import data_dictionary as dd
+from lab.record import data_dictionary_otree as dd_otree
+from lab.record import data_md
+from lab.record import manifest as lab_manifest
 
 
 def test_data_md_tables_are_generated_from_the_dictionary():
     text = data_md.DATA_MD.read_text(encoding="utf-8")
     named = {match.group(2) for match in data_md._BLOCK.finditer(text)}
     assert named == set(data_md.markdown_blocks()), "every generated table, and only those, is in DATA.md"
-    assert data_md.render_data_md(text) == text, "docs/DATA.md is stale: run `python -m lab.data_md`"
+    assert data_md.render_data_md(text) == text, "docs/DATA.md is stale: run `python -m lab.record.data_md`"
 
 
 def test_dictionary_names_exactly_the_columns_the_exports_write():
     import instructions
     import questionnaire
     from agents.types import CALL_RECORD_COLUMNS
-    from lab import exports, interventions
-    from lab.agent_exports import LLM_CALL_COLUMNS
+    from lab.record import exports
+    from lab.experimenter import interventions
+    from lab.record.agent_exports import LLM_CALL_COLUMNS
 
     assert list(dd.DECISIONS) == exports.DECISION_COLUMNS
     assert list(dd.MESSAGES) == exports.MESSAGE_COLUMNS
@@ -65,7 +66,7 @@ def test_the_simulations_and_the_analysis_name_the_labs_columns():
         assert set(spec.required + spec.contract) <= set(dd.TABLES[name].columns), name
 
 def _session(**config):
-    from lab.session_settings import config_defaults
+    from lab.base.session_settings import config_defaults
 
     full = {**config_defaults(), "associate_type": "fair", "label_setting": "informed", "game_order": "WC-WoC",
             "name": "hf_informed_wc_first", **config}

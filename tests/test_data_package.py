@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import requests
 
-from lab.data_package import UNDESCRIBED
+from lab.record.data_package import UNDESCRIBED
 from tests import processes
 from tests.lab_server import PROJECT, PYTHON, lab_env, run_bots
 

@@ -58,8 +58,8 @@ def test_the_paper_file_holds_protocol_py_s_numbers(paper):
 
 def test_the_paper_file_holds_the_texts_and_prompts_the_code_uses(paper):
     from agents.prompts import CHAT_LANGUAGE_NAMES, PERSONA_NAMES
-    from lab import i18n
-    from lab.session_settings import AGENT_LANGUAGE, GAME_APPS
+    from lab.base import i18n
+    from lab.base.session_settings import AGENT_LANGUAGE, GAME_APPS
 
     assert {name: paper.persona_prompt_name(name) for name in paper.design.personas} == PERSONA_NAMES
     for language in paper.design.languages:
@@ -254,8 +254,8 @@ def test_a_session_runs_the_experiment_file_the_server_started_with(tmp_path, mo
     import hashlib
 
     import experiment_design
-    from lab.manifest import session_experiment_now
-    from lab.session_settings import SessionConfigError, session_experiment
+    from lab.record.manifest import session_experiment_now
+    from lab.base.session_settings import SessionConfigError, session_experiment
 
     paper_bytes = (EXPERIMENTS_DIR / "paper.toml").read_bytes()
     record = session_experiment_now({"experiment": "paper"})[1]

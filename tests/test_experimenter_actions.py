@@ -1,4 +1,4 @@
-"""The experimenter's hands, end to end (lab/interventions.py): a participant in headless Chromium
+"""The experimenter's hands, end to end (lab/experimenter/interventions.py): a participant in headless Chromium
 plays an H-F session on the production server while the experimenter, logged in, acts on them
 from the dashboard in a second browser, each action confirmed in a dialog naming the participant.
 
@@ -21,8 +21,8 @@ import time
 import pytest
 import requests
 
-from lab import interventions
-from lab.data_package import UNDESCRIBED
+from lab.experimenter import interventions
+from lab.record.data_package import UNDESCRIBED
 from tests.admin_client import ADMIN_PASSWORD, AUTH_ENV, AdminClient
 from tests.browser_participant import PAGE_RE, WAIT_PAGES, Script, answer, arrive, launch_browser, leave
 from tests.test_data_package import _resource, _unzip, _validate

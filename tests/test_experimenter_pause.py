@@ -1,4 +1,4 @@
-"""Pausing a session from the dashboard (lab/pause.py), where no browser helps: the production
+"""Pausing a session from the dashboard (lab/server/pause.py), where no browser helps: the production
 server's timeout worker and the agents' turns.
 
 - A closed tab on a timed page is not submitted by oTree's timeout worker while the session is
@@ -154,8 +154,8 @@ def test_agent_turn_cut_off_during_the_pause_is_redone_on_resume(lab_server, dat
 
 
 def test_time_on_a_page_leaves_the_pauses_out():
-    from lab.interventions import pauses
-    from lab.pause import paused_seconds
+    from lab.experimenter.interventions import pauses
+    from lab.server.pause import paused_seconds
 
     record = [dict(action="pause", at=100.0), dict(action="resume", at=130.0), dict(action="message", at=140.0),
               dict(action="pause", at=150.0)]

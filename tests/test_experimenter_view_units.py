@@ -8,7 +8,7 @@ import json
 import pytest
 
 from analysis import manifest
-from lab.dashboard import percentile
+from lab.experimenter.dashboard import percentile
 
 
 def test_latency_percentiles_match_r_type_7():
@@ -77,7 +77,7 @@ class _Session:
 
 
 def test_model_check_status_shows_a_recorded_check_or_not_run():
-    from lab.dashboard import model_check_status
+    from lab.experimenter.dashboard import model_check_status
 
     assert model_check_status(_Session()) == "not run"
     assert model_check_status(_Session(vars={"model_check": "passed 2026-12-01"})) == "passed 2026-12-01"
@@ -92,7 +92,7 @@ setup()
 import otree.session
 from otree.database import session_scope
 import dashboard as bench
-from lab.dashboard import session_dashboard
+from lab.experimenter.dashboard import session_dashboard
 from game_with_chat import LlmCall, Player as ChatPlayer
 from instructions import Player as QuizPlayer
 with session_scope():

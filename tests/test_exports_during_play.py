@@ -4,7 +4,7 @@ oTree runs its exports and the admin's Data tab without its global lock, on the 
 database connection (``StaticPool``, PostgreSQL too) while page requests write on it: an export
 letting go of the connection rolled back what a page had flushed and not yet committed. 16
 participants playing while two clients downloaded the custom exports in a loop, on PostgreSQL:
-a pair's decisions lost and their Result page a 500 from then on (lab/request_lock.py now keeps
+a pair's decisions lost and their Result page a 500 from then on (lab/server/request_lock.py now keeps
 exports under the lock). And an export taken mid-round, between a choice and the associate's,
 was itself a 500 (the associate's choice read as a required field).
 """

@@ -1,6 +1,6 @@
 """A new session's groups, round by round, as the design says (SQLite and PostgreSQL).
 
-lab/grouping.py regroups each round in one commit where oTree commits once per group; what it
+lab/base/grouping.py regroups each round in one commit where oTree commits once per group; what it
 writes must be what oTree's ``set_group_matrix`` writes: every player in exactly one group, the
 subsession's groups numbered 1..G with none left empty, ``id_in_group`` 1..k, and the design's
 grouping: perfect-stranger pairs in a lab H-H session (a new associate every round, the pair's

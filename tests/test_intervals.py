@@ -38,7 +38,7 @@ def test_wilson_interval_bounds_are_exactly_0_and_1_where_r_puts_them_and_nan_wi
 
 def test_the_dashboard_and_the_similarity_report_give_this_interval():
     from agents.similarity.report import cooperation_rates
-    from lab.dashboard import rate_series
+    from lab.experimenter.dashboard import rate_series
 
     series = rate_series({1: (1, 2), 2: (7, 20), 3: (0, 0)}, reached={1, 2, 3})
     assert series["low"][:2] == [round(0.094531205734231, 4), round(0.181191824101082, 4)]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from lab import i18n
+from lab.base import i18n
 from labserver.server import database_problem, masked_database_url
 from tests import processes
 from tests.lab_server import PROJECT, PYTHON, free_port, lab_env, run_bots
@@ -45,7 +45,7 @@ def test_a_language_without_texts_is_refused_with_a_message():
 
 def test_round_defaults_follow_the_servers_limit(monkeypatch):
     monkeypatch.setenv("LAB_MAX_ROUNDS_PER_GAME", "3")
-    from lab.session_settings import config_defaults, validate
+    from lab.base.session_settings import config_defaults, validate
 
     defaults = config_defaults()
     assert defaults["rounds_per_game"] == 3

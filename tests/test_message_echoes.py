@@ -21,7 +21,7 @@ from agents.config import ModelConfig
 from agents.models import build_model
 from agents.parsing import grammar_message, is_echo, parse_message
 from agents.simulated import MESSAGES
-from lab import session_settings
+from lab.base import session_settings
 from tests.gbnf_matcher import matches as gbnf_matches
 
 TABLE = json.loads((Path(__file__).parent / "data" / "message_echoes.json").read_text(encoding="utf-8"))

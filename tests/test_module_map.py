@@ -15,4 +15,4 @@ def test_a_module_a_test_imports_is_mapped_to_it():
     exercised = module_map.exercised_by()
     assert "test_parsing.py" in exercised["agents.parsing"]  # `from agents.parsing import ...`
     assert "test_journal_after_commit.py" in exercised["lab.agent_runtime.journal"]  # in a script it runs
-    assert "test_data_dictionary.py" in exercised["lab.data_dictionary"]  # `from lab import data_dictionary`
+    assert "test_data_dictionary.py" in exercised["lab.record.data_dictionary"]  # `from lab.record import data_dictionary`

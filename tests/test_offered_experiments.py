@@ -4,7 +4,7 @@ its payoffs and session values aside), each other one with what keeps it from ru
 from __future__ import annotations
 
 from experiment_design import EXPERIMENTS_DIR, load, load_text
-from lab.offered_experiments import not_runnable, offered
+from lab.base.offered_experiments import not_runnable, offered
 
 PAPER = load(EXPERIMENTS_DIR / "paper.toml")
 
@@ -45,7 +45,7 @@ def test_the_shipped_examples_say_what_keeps_them_from_running():
 
 
 def test_a_config_of_a_file_not_offered_is_refused_with_the_reason():
-    from lab.offered_experiments import why_not_offered
+    from lab.base.offered_experiments import why_not_offered
 
     reason = why_not_offered("fixed_partner_one_message_hf_informed_wc_first")
     assert reason.startswith("it is a session config of experiments/fixed_partner_one_message.toml, which the lab's "

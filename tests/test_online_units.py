@@ -6,9 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab import app_registry
-from lab.online import bonus, config
-from lab.session_settings import SessionConfigError, config_defaults, validate
+from lab.base import app_registry
+from lab.online import bonus
+from lab.base import online_settings as config
+from lab.base.session_settings import SessionConfigError, config_defaults, validate
 
 CODES = "completed=C1,screened_out=S2,lobby_timeout=L3,partner_dropped=P4,timed_out=T5"
 
@@ -112,7 +113,7 @@ def test_nothing_owed_is_refused_not_an_empty_payout(payouts, monkeypatch):
 def test_private_agents_online_each_human_meets_own_agents_once():
     import random
 
-    from lab import matching
+    from lab.base import matching
 
     schedule = matching.private_agent_schedule(3, 4, random.Random(1))
     for human in range(3):

@@ -156,8 +156,8 @@ for patch in otree_patches.patch_modules():
 again = snapshot()
 from otree.channels.routing import websocket_routes
 import otree.views.admin
-from lab import notices
-from lab.admin_views import ADMIN_VIEWS
+from lab.server import notices
+from lab.experimenter.admin_views import ADMIN_VIEWS
 print(json.dumps(dict(
     found=found, unchanged=all(again[name] is before[name] for name in before),
     notices_routes=sum(getattr(r, "path", None) == notices.SOCKET_PATH for r in websocket_routes),
@@ -170,7 +170,7 @@ def test_after_the_apps_are_imported_every_patch_is_in_force_once():
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     for name, (patch, in_force, under_it) in report["found"].items():
-        if in_force in ("lab.request_lock",):  # a class of the lab's own in oTree's place
+        if in_force in ("lab.server.request_lock",):  # a class of the lab's own in oTree's place
             continue
         assert in_force == patch, f"{name}: not {patch}'s replacement"
         assert under_it is None, f"{name}: {patch}'s replacement wraps another patch's ({under_it})"

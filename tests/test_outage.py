@@ -3,7 +3,7 @@ pages' deadlines: when it is back, every participant moves on by themselves, clo
 
 - A closed tab (participant A, gone after sending message 1; associates are agents): oTree's timeout worker deletes
   tasks more than 60 s overdue when it starts, so A was never advanced and the next round's
-  start waited for A forever. lab/timeout_worker.py reschedules them.
+  start waited for A forever. lab/server/timeout_worker.py reschedules them.
 - An open tab (participant B in Chromium, message 2 typed, not sent): its timer runs out during
   the outage; the page says it is reconnecting instead of "This site can't be reached", keeps
   the text, and submits it when the server answers again (stored as the unsent draft).

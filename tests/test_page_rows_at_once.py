@@ -1,6 +1,6 @@
 """A page the server renders reads its group, subsession and session in one query
-(lab/pages.py, ``PageRowsAtOnce``), where oTree's ``get_context_data`` read each with a query of
-its own, and a wait page read its session twice (lab/baked_lookups.py, ``_loaded_by_id``). Every
+(lab/shared_pages/pages.py, ``PageRowsAtOnce``), where oTree's ``get_context_data`` read each with a query of
+its own, and a wait page read its session twice (lab/server/baked_lookups.py, ``_loaded_by_id``). Every
 query is a round trip under oTree's global lock, which every participant's page waits for.
 
 In-process: oTree's own app (Starlette's test client) on a real database, SQLite and PostgreSQL;
@@ -46,9 +46,9 @@ with TestClient(app) as client:
     result["first"] = load(client, page)
     result["reload"] = load(client, page)
     # oTree's own reads, for comparison: the lab's two changes undone.
-    import lab.baked_lookups, lab.pages
-    lab.pages.load_page_rows = lambda page: []
-    lab.baked_lookups._loaded_by_id = lambda *args: None
+    import lab.server.baked_lookups, lab.shared_pages.pages
+    lab.shared_pages.pages.load_page_rows = lambda page: []
+    lab.server.baked_lookups._loaded_by_id = lambda *args: None
     result["oTree's reads"] = load(client, page)
 print("RESULT " + json.dumps(result))
 """

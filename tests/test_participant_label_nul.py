@@ -11,8 +11,8 @@ import asyncio
 import pytest
 import requests
 
-from lab import i18n
-from lab.request_guard import NUL_REFUSED
+from lab.base import i18n
+from lab.server.request_guard import NUL_REFUSED
 
 LABEL_REFUSED = i18n.text("en", "room_label_invalid")
 REDIRECTS = (302, 303, 307)
@@ -76,7 +76,7 @@ def test_control_characters_in_labels_and_nul_in_addresses_are_refused(lab_serve
 def test_what_the_guard_refuses():
     """The rule itself, without a server: labels with control characters, NUL anywhere in an
     address; everything else goes on to oTree."""
-    from lab.request_guard import refusal
+    from lab.server.request_guard import refusal
 
     def scope(path: str, query: bytes = b"") -> dict:
         return {"type": "http", "path": path, "query_string": query}

@@ -117,7 +117,7 @@ def test_room_labels(tmp_path):
 
 
 def _agent_settings(**model):
-    from lab.session_settings import config_defaults
+    from lab.base.session_settings import config_defaults
 
     config = dict(name="hf_informed_wc_first", associate_type="fair", **model)
     return types.SimpleNamespace(SESSION_CONFIGS=[config, dict(config, name="hf_h", associate_type="human")],

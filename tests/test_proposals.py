@@ -1,16 +1,16 @@
 """The dashboard's agreement proxy reads the choice a chat message proposes as a person would
-(lab/proposals.py): English and Chinese, negation, "B" named, the article "a" not option A.
+(lab/experimenter/proposals.py): English and Chinese, negation, "B" named, the article "a" not option A.
 
 Each row is a message and the choice a reader takes it to propose (None: no proposal, or an
 ambiguous one). Sources: the issue's four counter-examples; the simulated agents' canned lines
-(agents/simulated.py) and the bots' messages (lab/bots.py); the style of the agents' example
+(agents/simulated.py) and the bots' messages (lab/agent_runtime/bots.py); the style of the agents' example
 dialogues (prompts/examples_en.j2, examples_zh.j2), whose everyday lines propose nothing; and
 messages as participants type them.
 """
 
 import pytest
 
-from lab.proposals import proposed_choice, proposes_a
+from lab.experimenter.proposals import proposed_choice, proposes_a
 
 A, B = "A", "B"
 

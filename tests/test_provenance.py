@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.manifest import FROZEN, NOT_FROZEN, REDACTED
+from lab.record.manifest import FROZEN, NOT_FROZEN, REDACTED
 from tests import processes
 from tests.lab_server import PROJECT, PYTHON, lab_env, run_bots
 from tests.test_data_package import _fields, _resource, _unzip, _validate
@@ -186,7 +186,7 @@ def test_prompt_changed_after_the_session_does_not_change_its_manifest(tmp_path,
 def test_a_manifest_holds_no_bare_nan():
     """NaN and infinity (which no session config can hold: tests/test_refused_session.py) would be
     written as bare NaN / Infinity, which JSON has not: a manifest holds them as text."""
-    from lab.manifest import manifest_table, without_bare_nan
+    from lab.record.manifest import manifest_table, without_bare_nan
 
     manifest = without_bare_nan(dict(session_config={"decision_seconds": float("nan"), "fee": float("-inf")},
                                      stage_limits=[float("inf"), 40.0]))

@@ -16,8 +16,8 @@ import pytest
 import requests
 
 import settings
-from lab.session_creation import TRACEBACK_NOTE
-from lab.session_settings import MONEY_KEYS, STAGE_CONFIG_KEYS, TREATMENT_KEYS
+from lab.experimenter.session_creation import TRACEBACK_NOTE
+from lab.base.session_settings import MONEY_KEYS, STAGE_CONFIG_KEYS, TREATMENT_KEYS
 
 CONFIG = "hf_informed_wc_first"
 # The model check's one call goes to a port nobody listens on (9: discard, a privileged port).

@@ -1,9 +1,9 @@
-"""The replay (lab/replay.py, rendered by lab/admin_views.py) as an experimenter reads it: the
+"""The replay (lab/record/replay.py, rendered by lab/experimenter/admin_views.py) as an experimenter reads it: the
 associate's random (timed-out) choice flagged, messages in the order they were sent, every time
 with its date and time zone, and for a message not sent in time when it was taken.
 
 Bot sessions on SQLite and PostgreSQL: H-H (participant 2 misses the decision limit in round
-1, participant 1 the message-1 limit in round 2: lab/bots.py) and H-F with agents slower than
+1, participant 1 the message-1 limit in round 2: lab/agent_runtime/bots.py) and H-F with agents slower than
 the decision limit (every agent decision is a random fallback).
 """
 
@@ -24,7 +24,8 @@ from otree.main import setup
 setup()
 from otree.database import session_scope
 from otree.models import Session
-from lab import admin_views, replay
+from lab.experimenter import admin_views
+from lab.record import replay
 out = {}
 with session_scope():
     for code in sys.argv[1:]:

@@ -1,4 +1,4 @@
-"""oTree's per-request transaction as plain ASGI middleware (lab/request_lock.py): the server's
+"""oTree's per-request transaction as plain ASGI middleware (lab/server/request_lock.py): the server's
 app uses it, a page's transaction is committed before the client sees its response, a 5xx or an
 exception rolls back, the global lock is always released, the request's body is read before the
 lock is taken, oTree's exports take it (they read the server's one connection: see
@@ -17,7 +17,7 @@ setup()
 import otree.asgi
 from otree import middleware
 from otree.database import db
-from lab.request_lock import PATHS_WITHOUT_DATABASE, CommitTransaction
+from lab.server.request_lock import PATHS_WITHOUT_DATABASE, CommitTransaction
 PATHS_WITHOUT_DATABASE.add("/no-database/")
 
 result = {}

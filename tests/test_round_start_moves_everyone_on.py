@@ -1,7 +1,7 @@
 """A round start costs each waiting participant one page load, not two.
 
 RoundStart waits for everyone. The request of the last participant to arrive moves every other
-participant on to their next page (lab/wait_for_all.py), and the push that ends the wait says
+participant on to their next page (lab/shared_pages/wait_for_all.py), and the push that ends the wait says
 where: a page that heard it loads that page straight away (no reload of the wait page to be
 redirected); a page that missed it (its socket closed, a late reload) is redirected there by
 oTree, as after any move; a closed tab is on the next page all the same.

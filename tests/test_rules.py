@@ -7,8 +7,8 @@ import random
 import pytest
 
 import protocol
-from lab import i18n, matching
-from lab.session_settings import SessionConfigError, validate
+from lab.base import i18n, matching
+from lab.base.session_settings import SessionConfigError, validate
 
 
 @pytest.mark.parametrize("participants", [2, 4, 12, 14, 36, 72, 144])

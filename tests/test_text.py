@@ -1,4 +1,4 @@
-"""lab/text.py, the one place that cleans what participants type, and _static/lab/text.js, which
+"""lab/base/text.py, the one place that cleans what participants type, and _static/lab/text.js, which
 must count exactly as it does."""
 
 import asyncio
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.text import clean_text, text_length, truncate
+from lab.base.text import clean_text, text_length, truncate
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -67,11 +67,11 @@ def test_base_template_is_otrees_plus_the_reconnecting_and_notices_scripts():
 
     original = (Path(otree.__file__).parent / "templates/otree/Base_UserFacing.html").read_text()
     ours = (PROJECT / "_templates/otree/Base_UserFacing.html").read_text()
-    # oTree's <html> carries the page's language (lab/otree_language.py); every other line is oTree's.
+    # oTree's <html> carries the page's language (lab/server/otree_language.py); every other line is oTree's.
     html_with_lang = '<html lang="{{ lab_html_lang() }}">'
     original_lines = [html_with_lang if line == "<html>" else line for line in original.splitlines()]
     added = [line for line in ours.splitlines() if line not in original_lines]
-    assert len(added) == 8 and "lab/otree_language.py" in added[0]
+    assert len(added) == 8 and "lab/server/otree_language.py" in added[0]
     assert "lab/lab-page.js" in added[2]
     assert "lab-notices-state" in added[4] and "lab/lab-notices.js" in added[5]
     assert "TryoutRibbon.html" in added[7]
@@ -81,7 +81,7 @@ def test_base_template_is_otrees_plus_the_reconnecting_and_notices_scripts():
 def test_session_tabs_are_otrees_plus_dashboard_replay_and_data_package():
     """_templates/otree/Session.html shadows oTree's session tabs (Monitor, Data, Report, ...) to add
     the agents' model line under the title and the Dashboard, Replay and Data package tabs
-    (lab/admin_views.py); otherwise it stays oTree's file."""
+    (lab/experimenter/admin_views.py); otherwise it stays oTree's file."""
     import otree
 
     original = (Path(otree.__file__).parent / "templates/otree/Session.html").read_text()

@@ -1,4 +1,4 @@
-"""oTree's timeout worker outlives SQLite's "database is locked" (lab/timeout_worker.py, fix 3).
+"""oTree's timeout worker outlives SQLite's "database is locked" (lab/server/timeout_worker.py, fix 3).
 
 The test holds the database's write lock past the 5 s busy timeout at the moment a page's
 timeout task comes due, as a server request stuck under load holds it. oTree's own worker loop

@@ -1,5 +1,5 @@
 """oTree's worker visits, after a wait page, only the participants whose page has not been shown
-(lab/timeout_worker.py, fix 4).
+(lab/server/timeout_worker.py, fix 4).
 
 After every wait page oTree's worker loads, 10 s later, the page each participant should be on,
 so that a closed tab's next page starts its timer. A participant whose browser has shown that
@@ -23,7 +23,7 @@ setup()
 import otree.session
 from otree.database import session_scope
 from otree.models.participant import Participant
-from lab.timeout_worker import unvisited_participants
+from lab.server.timeout_worker import unvisited_participants
 
 WAIT_PAGE = 5
 with session_scope():

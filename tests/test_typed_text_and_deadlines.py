@@ -5,7 +5,7 @@ whatever the client says."""
 
 import pytest
 
-from lab.pages import DEADLINE_GRACE_SECONDS
+from lab.shared_pages.pages import DEADLINE_GRACE_SECONDS
 from tests.http_participant import HttpParticipant
 
 # Short limits: the late posts below arrive 0.6-0.7 s after them (the issue's case).

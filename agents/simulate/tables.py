@@ -18,7 +18,7 @@ import pandas as pd
 import protocol
 from agents.types import CALL_RECORD_COLUMNS, TurnStatus
 
-# The lab's columns (lab/data_dictionary.py, which agents/ does not import: a test holds these to
+# The lab's columns (lab/record/data_dictionary.py, which agents/ does not import: a test holds these to
 # them), less the online sessions' columns, plus the simulation's own at the end.
 SESSION_KEYS = ["session_code", "treatment", "associate_type", "label_setting", "game_order", "source"]
 DECISION_COLUMNS = SESSION_KEYS + [

@@ -39,7 +39,7 @@ Layout, one module per concern; each imports only those above it:
   and end (uses engine, journal, page_bursts, seats);
 - ``waiting``: a page waiting for a turn: its deadline, the push when it ends (``NOTIFIER``);
 - ``startup``: the recovery at server start (lab/otree_patches/router_startup.py runs it);
-- ``pausing``: a session resumed after a pause (lab/pause.py): its running turns' deadlines moved,
+- ``pausing``: a session resumed after a pause (lab/server/pause.py): its running turns' deadlines moved,
   those the pause cut off redone (uses engine, turns).
 This face hands on what the game apps, the wait page (``wait_pages``) and the exports call; importing the package
 installs nothing.

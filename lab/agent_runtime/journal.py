@@ -19,7 +19,7 @@ import time
 from typing import Optional
 
 from agents.types import CallRecord
-from lab.committed import after_commit
+from lab.base.committed import after_commit
 
 logger = logging.getLogger("lab.agents")
 

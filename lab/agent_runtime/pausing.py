@@ -1,4 +1,4 @@
-"""A session resumed after a pause (lab/pause.py): its agents' running turns get their time back.
+"""A session resumed after a pause (lab/server/pause.py): its agents' running turns get their time back.
 
 A turn's deadline is kept twice: ``AgentTurn.deadline_at`` (epoch, what pages and the recovery at
 start read) and the monotonic deadline its coroutine runs against on the engine, which bounds its
@@ -20,10 +20,10 @@ included).
 from __future__ import annotations
 
 from agents.types import TurnStatus
-from lab import app_registry
+from lab.base import app_registry
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.turns import RUNNING, _abandon_calls, _submit, inputs, turn_key
-from lab.session_settings import GAME_APPS
+from lab.base.session_settings import GAME_APPS
 
 
 def postpone_running_turns(session, paused_at: float, now: float) -> dict:

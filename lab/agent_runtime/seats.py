@@ -16,12 +16,13 @@ from typing import Optional
 
 from agents.agent import PersonaAgent
 from agents.config import ModelConfig
-from lab import app_registry, baked_lookups
-from lab import game as lab_game
+from lab.base import app_registry
+from lab.server import baked_lookups
+from lab.shared_pages import game as lab_game
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.tables import GameTables
-from lab.session_game import frozen_experiment
-from lab.session_settings import AGENT_LANGUAGE, params, session_code_of
+from lab.base.session_game import frozen_experiment
+from lab.base.session_settings import AGENT_LANGUAGE, params, session_code_of
 
 
 def model_config(session) -> ModelConfig:
@@ -37,12 +38,12 @@ def create_seats(subsession, tables: GameTables) -> None:
     """creating_session, round 1: one agent per seat, fresh memory for this game."""
     p = params(subsession.session)
     _session_model(subsession.session)  # builds the client now, not in a participant's request
-    from lab.matching import agent_count
-    from lab.online.config import is_online
+    from lab.base.matching import agent_count
+    from lab.base.online_settings import is_online
 
     language = AGENT_LANGUAGE[p.language]
     humans = len(subsession.get_players())
-    # Online: every participant has agents of their own (lab.matching.private_agent_schedule).
+    # Online: every participant has agents of their own (lab.base.matching.private_agent_schedule).
     count = humans * p.rounds_per_game if is_online(subsession.session) else agent_count(humans, p.rounds_per_game)
     for seat in range(count):
         agent_id = lab_game.agent_id(seat)

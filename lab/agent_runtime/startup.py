@@ -4,7 +4,7 @@ Owns the recovery (``resume_at_startup``: calls journaled by the stopped server 
 those in flight as ``interrupted``; every turn still ``running`` is redone if its deadline has not
 passed, else resolved by the fallback) and what runs on oTree's app start
 (``before_server_start``, ``after_server_start``: lab/otree_patches/router_startup.py calls them):
-the server's event loop handed to lab/channels.py, the recovery, and what the server has loaded
+the server's event loop handed to lab/server/channels.py, the recovery, and what the server has loaded
 frozen out of Python's full garbage collections.
 """
 
@@ -18,7 +18,8 @@ from typing import Optional
 
 from agents.agent import PENDING
 from agents.types import CallStatus
-from lab import app_registry, channels
+from lab.base import app_registry
+from lab.server import channels
 from lab.agent_runtime.journal import ABANDONED, call_journal, forget_when_committed
 from lab.agent_runtime.seats import model_config
 from lab.agent_runtime.turns import RUNNING, _store_call, ensure_turn
@@ -99,7 +100,7 @@ def freeze_heap() -> None:
 
 def before_server_start() -> None:
     """On oTree's app start, before anything else (lab/otree_patches/router_startup.py): the
-    server's event loop is handed to lab/channels.py before any request is served."""
+    server's event loop is handed to lab/server/channels.py before any request is served."""
     channels.remember_server_loop(asyncio.get_running_loop())
 
 

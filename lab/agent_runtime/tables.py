@@ -1,4 +1,4 @@
-"""What a game app hands in to lab/: its game code and its tables (lab/app_registry.py keeps them)."""
+"""What a game app hands in to lab/: its game code and its tables (lab/base/app_registry.py keeps them)."""
 
 from __future__ import annotations
 

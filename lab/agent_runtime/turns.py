@@ -21,14 +21,14 @@ from typing import Optional
 
 from agents.agent import PENDING, CallJournal, PersonaAgent
 from agents.types import CallRecord, CallStatus, ModelReply, TurnKind, TurnResult, TurnStatus
-from lab import game as lab_game
+from lab.shared_pages import game as lab_game
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.journal import ABANDONED, CallJournalFile, call_journal, forget_when_committed
 from lab.agent_runtime.page_bursts import yield_to_page_bursts
 from lab.agent_runtime.seats import _load_seats, _request_memo, _seat, _session_model_of, model_config
-from lab.session_game import frozen_experiment
+from lab.base.session_game import frozen_experiment
 from lab.agent_runtime.tables import GameTables
-from lab.session_settings import params, params_of, session_code_of
+from lab.base.session_settings import params, params_of, session_code_of
 
 # A stage the seat's own participant played before an online stand-in took the seat over
 # (lab/online/stand_in.py): settled, with no model call.

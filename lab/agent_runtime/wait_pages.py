@@ -32,10 +32,10 @@ from otree.channels import utils as channel_utils
 from otree.models_concrete import CompletedGroupWaitPage
 
 from lab import agent_runtime as agents
-from lab import game as lab_game
-from lab import pause
-from lab.pages import texts_for
-from lab.session_settings import params_of
+from lab.shared_pages import game as lab_game
+from lab.server import pause
+from lab.shared_pages.pages import texts_for
+from lab.base.session_settings import params_of
 
 
 def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_humans=None):

@@ -12,12 +12,12 @@ import asyncio
 import threading
 import time
 
-from lab import channels
+from lab.server import channels
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.page_bursts import page_waits_for_a_turn
 from lab.agent_runtime.tables import GameTables
 from lab.agent_runtime.turns import FINAL_STATUSES, RUNNING, TURN_STAGE, ensure_turn, turn_key
-from lab.session_settings import params_of
+from lab.base.session_settings import params_of
 
 # How long the wait page for an agent lets it run past its deadline before settling anyway:
 # the agent returns by its deadline; this covers the hop back to the page.
@@ -68,7 +68,7 @@ class WaitNotifier:
     the push only wakes the page.
 
     The turn ends on the agent engine's thread and the push is handed to the server's event loop
-    (``call_soon_threadsafe``; lab/channels.py knows it from the app's start), and a page whose
+    (``call_soon_threadsafe``; lab/server/channels.py knows it from the app's start), and a page whose
     socket joins after its turn has ended gets the push as it joins.
     """
 

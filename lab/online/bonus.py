@@ -38,7 +38,7 @@ NOT_IDEMPOTENT_WARNING = ("Prolific's bulk bonus is not idempotent: every upload
 
 def owed(session) -> dict:
     """{PID: amount} the payment table owes now (amounts above zero, rounded to cents)."""
-    from lab import app_registry
+    from lab.base import app_registry
 
     Payment = app_registry.player_model("payment")
     fee = float(session.config.get("participation_fee") or 0)
@@ -70,7 +70,7 @@ def parse(lines: str) -> dict:
 
 
 def payouts(session_code: str) -> list:
-    from lab import app_registry
+    from lab.base import app_registry
 
     Payout = app_registry.bonus_payouts_model()
     return list(Payout.objects_filter(session_code=session_code).order_by(Payout.id))
@@ -119,7 +119,7 @@ def next_payout(session, *, difference: bool = False) -> tuple[str, str, bool]:
 def bonus_file(session, who: str, *, difference: bool = False) -> tuple[str, str]:
     """(the file's text, a note for the experimenter). Records a new payout when one is made;
     raises BonusRefused when the payment table and the payouts disagree (see the module)."""
-    from lab import app_registry
+    from lab.base import app_registry
 
     text, note, new = next_payout(session, difference=difference)
     if not new:

@@ -8,7 +8,7 @@ A participant of an online session (``session.config["online"]``) is dropped
   and counts as one;
 - when no page of theirs has been open for ``dropout_closed_tab_seconds`` (default 90;
   lab/online/presence.py watches the pages' sockets in the server, without anyone acting);
-- by the experimenter (the dashboard's "mark dropped", lab/interventions.py).
+- by the experimenter (the dashboard's "mark dropped", lab/experimenter/interventions.py).
 
 ``mark_dropped`` records it in ``participant.vars`` (``online_dropped_at``,
 ``online_dropped_reason``, ``online_dropped_by``; outcome ``timed_out``), hands their seat over
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 
-from lab.game import DROPPED_AT_KEY, seat_dropped
+from lab.shared_pages.game import DROPPED_AT_KEY, seat_dropped
 
 REASONS = ("timeouts", "closed_tab", "experimenter")
 REASON_KEY = "online_dropped_reason"
@@ -40,10 +40,10 @@ ONLINE_SESSIONS: set = set()
 
 
 def settings(session) -> dict:
-    """The session's online and dropout settings (the defaults of lab/session_settings.py)."""
+    """The session's online and dropout settings (the defaults of lab/base/session_settings.py)."""
     found = _CONFIG.get(session.code)
     if found is None:
-        from lab.session_settings import online_dropout_defaults
+        from lab.base.session_settings import online_dropout_defaults
 
         found = {**online_dropout_defaults(), **{k: v for k, v in session.config.items()
                                                  if k in online_dropout_defaults()}}
@@ -124,7 +124,7 @@ def move_past_pages(participant) -> None:
     step, ``_increment_index_in_pages``). An open tab is told to reload."""
     from otree.channels.utils import auto_advance_group
 
-    from lab.committed import after_commit
+    from lab.base.committed import after_commit
 
     page = participant._get_page_instance()
     if page is None:

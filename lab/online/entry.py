@@ -5,7 +5,7 @@ Prolific sends each participant to the study URL with ``PROLIFIC_PID``, ``STUDY_
 ``/join/<anonymous code>`` (the session's *Links* tab), with those three parameters (and any the
 session config names in ``online_url_params``). oTree itself keeps only ``participant_label``
 from that link and hands a label that exists again to whoever brings it; here, for an online
-session only, the link is read before oTree's (``SessionWideLink.get`` wrapped, as lab/rooms.py
+session only, the link is read before oTree's (``SessionWideLink.get`` wrapped, as lab/server/rooms.py
 wraps the room's):
 
 - each parameter is checked (letters and digits; a placeholder Prolific did not fill, or a
@@ -25,7 +25,7 @@ from __future__ import annotations
 import html
 import time
 
-from lab.online import config as online_config
+from lab.base import online_settings as online_config
 
 
 def reading_the_study_link(original_get):
@@ -106,8 +106,8 @@ def enter(session, request):
 def refusal_page(session, key: str, status: int, **params):
     from starlette.responses import HTMLResponse
 
-    from lab import i18n
-    from lab.session_settings import params as session_params
+    from lab.base import i18n
+    from lab.base.session_settings import params as session_params
 
     language = session_params(session).language
     title = i18n.text(language, "online_refused_title")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from lab.online import config as online_config
+from lab.base import online_settings as online_config
 
 EXIT_PAGE = "OnlineExit"
 REDIRECT_SECONDS = 5
@@ -31,7 +31,7 @@ def set_outcome(participant, outcome: str, *, payout: float | None = None) -> No
     participant.vars["online_outcome"] = outcome
     participant.vars["online_outcome_at"] = time.time()
     if payout is not None:
-        from lab import app_registry
+        from lab.base import app_registry
 
         Payment = app_registry.player_model("payment")
         player = Payment.objects_filter(participant=participant).first()

@@ -10,7 +10,7 @@ creation, every round starting for the whole session together) would strand them
   cohort forms at a time). When ``cohort_size`` participants are present in the lobby (asked in
   the last ``PRESENCE_SECONDS``), the first ``cohort_size`` to have arrived form a cohort
   (``seat_cohort``): in every round of both games they are paired by the session's perfect-stranger
-  matching (lab/matching.py) *within the cohort*, drawn for this cohort and game, and in the payment
+  matching (lab/base/matching.py) *within the cohort*, drawn for this cohort and game, and in the payment
   app they are one group. Their lobby pages go on by themselves.
 - The games' round starts and the payment's wait are then per group (the pair, the cohort) in an
   online H-H session (``waits_per_group``), not for the whole session: a cohort never waits for
@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 import time
 
-from lab.online import config as online_config
+from lab.base import online_settings as online_config
 
 PRESENCE_SECONDS = 10
 POLL_SECONDS = 2
@@ -72,8 +72,8 @@ def seat_cohort(session, participants: list) -> int:
     make them one group of the payment app. Returns the cohort's number (1, 2, ...)."""
     from otree.database import db
 
-    from lab import app_registry, matching
-    from lab.session_settings import GAME_APPS, params
+    from lab.base import app_registry, matching
+    from lab.base.session_settings import GAME_APPS, params
 
     number = int(session.vars.get("online_cohorts", 0)) + 1
     session.vars["online_cohorts"] = number

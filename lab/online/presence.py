@@ -1,6 +1,6 @@
 """Closed tabs in online sessions: who has no page open, watched by the server itself.
 
-Every participant page holds one websocket (``/lab_notices``, lab/notices.py) for as long as it
+Every participant page holds one websocket (``/lab_notices``, lab/server/notices.py) for as long as it
 is open; a page change closes one and opens the next within a second. Here each connect and
 disconnect is counted per participant, in the server process. A watcher on the server's event
 loop (started with the app, so nobody needs to act) looks every ``WATCH_SECONDS`` at the online
@@ -36,7 +36,8 @@ import logging
 import threading
 import time
 
-from lab import app_registry, pause
+from lab.base import app_registry
+from lab.server import pause
 from lab.online import dropouts
 
 WATCH_SECONDS = 2.0
@@ -255,7 +256,7 @@ async def watch() -> None:
 
 # --- hooks lab/otree_patches/ puts in ------------------------------------------------------------
 def tracking_presence(consumer) -> None:
-    """The notices socket's consumer (lab/notices.py) notes each participant's page open and
+    """The notices socket's consumer (lab/server/notices.py) notes each participant's page open and
     closed."""
     original_connect, original_disconnect = consumer.on_connect, consumer.on_disconnect
 

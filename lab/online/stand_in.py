@@ -25,7 +25,7 @@ seat sends no message and its choice is random, flagged ``timed_out``, exactly a
 participant's (docs/protocol.md, One round); the partner is paid by the payoff table against it, and these
 pair-rounds are marked ``dropout = "alone"``; the partner's outcome becomes ``partner_dropped``.
 The seat's rows are ``after_drop``: they pay the dropped participant 0 and are nobody's choices in
-the norm estimate check (lab/game.py ``after_drop``).
+the norm estimate check (lab/shared_pages/game.py ``after_drop``).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ import json
 import time
 
 from lab import agent_runtime as agents
-from lab import app_registry
-from lab import game as lab_game
+from lab.base import app_registry
+from lab.shared_pages import game as lab_game
 from lab.agent_runtime.turns import SEAT_PLAYED
-from lab.session_game import frozen_experiment
-from lab.session_settings import GAME_APPS, params
+from lab.base.session_game import frozen_experiment
+from lab.base.session_settings import GAME_APPS, params
 
 STAND_IN_SEAT_BASE = 100000
 OUTCOME_KEY = "online_outcome"
@@ -190,7 +190,7 @@ def _wake_waiting_partner(partner) -> None:
     """A partner on the pair's wait page reloads it, now an agent's wait (lab/agent_runtime/wait_pages.py)."""
     from otree.channels import utils as channel_utils
 
-    from lab.committed import after_commit
+    from lab.base.committed import after_commit
 
     participant = partner.participant
     if not participant.is_on_wait_page:

@@ -1,5 +1,5 @@
 """REPLACES: nothing of oTree's; adds the lab's admin pages (Dashboard, its data and actions,
-Replay, Data package, Online bonus: lab/admin_views.py's ``ADMIN_VIEWS``) to otree.views.admin,
+Replay, Data package, Online bonus: lab/experimenter/admin_views.py's ``ADMIN_VIEWS``) to otree.views.admin,
 and the ``lab_model_check`` filter to oTree's filter table (otree.templating.filters.filtermap),
 for _templates/otree/Session.html, a copy of oTree's template with the lab's tabs.
 
@@ -28,7 +28,7 @@ def install() -> None:
     import otree.templating.filters as otree_filters
     import otree.views.admin as otree_admin
 
-    from lab.admin_views import ADMIN_VIEWS, model_check_banner
+    from lab.experimenter.admin_views import ADMIN_VIEWS, model_check_banner
 
     if all(getattr(otree_admin, view.__name__, None) is view for view in ADMIN_VIEWS):
         return

@@ -7,7 +7,7 @@ WHY: a page request completing a wait page pushes 'ready' with ``sync_send`` fro
 thread, in an event loop of its own; when a member's socket was still connecting, the thread
 slept for ever holding oTree's global lock and the database's write transaction, and every page
 of every participant stopped (about once in a hundred H-H runs). Sends from other threads go to
-the server's loop instead (lab/channels.py). A wait page's socket closing once the page was told
+the server's loop instead (lab/server/channels.py). A wait page's socket closing once the page was told
 'ready' no longer costs a commit under the lock (71 at each round start came before the reloads).
 A page whose agent's turn has ended before its socket joined is told as it joins
 (lab/agent_runtime/waiting.py), or it would wait until its deadline.
@@ -36,7 +36,7 @@ def install() -> None:
     from otree.channels import consumers
     from otree.channels.utils import ChannelLayer, channel_layer
 
-    from lab import channels
+    from lab.server import channels
     from lab.agent_runtime.waiting import NOTIFIER
 
     if patched_by(ChannelLayer.sync_send) == "channel_layer":

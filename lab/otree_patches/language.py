@@ -10,7 +10,7 @@ WHY: oTree translates its own texts (the form error banner, WTForms' field error
 wait", the timer, the rooms' pages, "Session is full.") into one language per process. This lab
 runs Chinese and English sessions on one server: a participant of an English session on a
 Chinese server read them in Chinese, and the room's label errors were English whatever the
-language. lab/otree_language.py gives each request its session's language.
+language. lab/server/otree_language.py gives each request its session's language.
 
 HOW TO CHECK: tests/test_browser_room.py::test_otree_pages_follow_the_lab_language without this
 patch (remove it from patch_modules()); look in oTree for per-request translation.
@@ -45,7 +45,7 @@ def install() -> None:
     from otree.views.abstract import FormPageOrInGameWaitPage, GenericWaitPageMixin, Page
     from starlette.endpoints import HTTPEndpoint
 
-    from lab import otree_language as language
+    from lab.server import otree_language as language
 
     if patched_by(HTTPEndpoint.__init__) == "language":
         return

@@ -4,7 +4,7 @@ otree.database.DBWrapper.get_or_404
 WHY: oTree 6 pins SQLAlchemy 1.3, which builds and compiles every ORM query anew; that, not the
 database, was most of a lookup's time (a participant and a player lookup: 918 µs, against 176 µs
 through SQLAlchemy's compiled-query cache, bench/lookups.py), paid on every page request and
-twice as much for the lab's wide Player tables. lab/baked_lookups.py takes the cached path for
+twice as much for the lab's wide Player tables. lab/server/baked_lookups.py takes the cached path for
 plain equality lookups (same rows, same errors) and leaves the rest to oTree.
 
 HOW TO CHECK: bench/lookups.py with and without this patch; tests/test_baked_lookups.py compares
@@ -24,7 +24,7 @@ REPLACED = ["otree.database.AnyModel.objects_get", "otree.database.ExtraModel.fi
 def install() -> None:
     from otree import database
 
-    from lab.baked_lookups import cached_lookups
+    from lab.server.baked_lookups import cached_lookups
 
     if patched_by(database.AnyModel.objects_get) == "model_lookups":
         return

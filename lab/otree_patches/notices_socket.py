@@ -4,7 +4,7 @@ otree.views.abstract.FormPageOrInGameWaitPage (read by _templates/otree/Base_Use
 
 WHY: oTree has no way for an app to add a websocket route or a value every participant page's
 template can read. Every participant page holds this socket: the experimenter's notices and
-pause (lab/notices.py), the typed drafts kept across a reload, and, for online sessions, whether
+pause (lab/server/notices.py), the typed drafts kept across a reload, and, for online sessions, whether
 the participant still has a page open (lab/online/presence.py).
 
 HOW TO CHECK: oTree's routing still builds its websocket routes from ``websocket_routes`` when
@@ -25,7 +25,7 @@ def install() -> None:
     from otree.views.abstract import FormPageOrInGameWaitPage
     from starlette.routing import WebSocketRoute
 
-    from lab import notices
+    from lab.server import notices
     from lab.online import presence
 
     if any(getattr(route, "path", None) == notices.SOCKET_PATH for route in websocket_routes):

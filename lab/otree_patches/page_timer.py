@@ -3,7 +3,7 @@ otree.views.abstract.Page._is_past_timeout
 
 WHY: oTree's page deadlines run on the wall clock; it has no pause. While the experimenter has
 paused a session (the dashboard), pages must not time out, and a page first shown during the
-pause must get its full time after the resume; lab/pause.py keeps the session's clock and reads
+pause must get its full time after the resume; lab/server/pause.py keeps the session's clock and reads
 oTree's private ``_timeout_expiration_time`` / ``_timeout_page_index``.
 
 HOW TO CHECK: tests/test_experimenter_pause.py without this patch (remove it from patch_modules()): a
@@ -22,7 +22,7 @@ REPLACED = ["otree.views.abstract.Page.remaining_timeout_seconds_inner", "otree.
 def install() -> None:
     from otree.views.abstract import Page
 
-    from lab import pause
+    from lab.server import pause
 
     if patched_by(Page._is_past_timeout) == "page_timer":
         return

@@ -9,13 +9,13 @@ patching them, and the oTree templates it copies: fingerprinted with the patches
   ``_url_i_should_be_on``, ``_get_page_instance``, ``_is_bot`` (otree.models.participant); ``_vars``
   of participants and sessions (otree.database.MixinVars); players' ``_payoff`` and ``_role``,
   ``_session_pk``/``_subsession_pk`` of pages and models; ``db._db`` (the SQLAlchemy session).
-- Wait pages' private methods, overridden or called by lab/agent_runtime/wait_pages.py, lab/wait_for_all.py
+- Wait pages' private methods, overridden or called by lab/agent_runtime/wait_pages.py, lab/shared_pages/wait_for_all.py
   and lab/online/: ``inner_dispatch_group``, ``_response_when_ready``, ``_get_wait_page``,
   ``_run_aapa_and_notify``, ``_tally_unvisited``, ``_mark_completed_and_notify``,
   ``_get_participants_for_this_waitpage``, ``_group_or_subsession``; oTree's
   ``CompletedGroupWaitPage`` and its wait-page channel names.
-- The admin's login check (``_is_unauthorized``, ``_is_logged_in``: lab/admin_views.py), the
-  websocket consumers' base (``_requires_login``: lab/notices.py), the channel layer's ``_subs``
+- The admin's login check (``_is_unauthorized``, ``_is_logged_in``: lab/experimenter/admin_views.py), the
+  websocket consumers' base (``_requires_login``: lab/server/notices.py), the channel layer's ``_subs``
   (lab/agent_runtime/waiting.py).
 - Templates copied and changed: _templates/otree/Session.html, _templates/otree/Base_UserFacing.html.
 

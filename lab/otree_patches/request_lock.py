@@ -7,7 +7,7 @@ was held ~15 ms per request, half of it in those turns, and page requests queued
 oTree leaves its exports and the admin's Data tab out of the lock while they share the server's
 one database connection: an export during play undid a page's flushed writes (a pair's decisions
 lost, their Result page a 500). The same steps as plain ASGI middleware, with only the paths that
-never touch the database outside the lock: lab/request_lock.py.
+never touch the database outside the lock: lab/server/request_lock.py.
 
 HOW TO CHECK: tests/test_request_lock.py and tests/test_exports_during_play.py against plain
 oTree (remove this patch from patch_modules()); bench/server_trace.py for the time under the lock.
@@ -27,7 +27,7 @@ def install() -> None:
     already, it is built again."""
     from otree import middleware
 
-    from lab.request_lock import CommitTransaction, PerfLog
+    from lab.server.request_lock import CommitTransaction, PerfLog
 
     if middleware.CommitTransactionMiddleware is CommitTransaction:
         return

@@ -1,8 +1,8 @@
 """REPLACES: starlette.routing.Router.startup (wrapped once, for every hook of the lab's)
 
 WHY: oTree's Starlette app has no start-up hook an app can reach at import. The lab needs, before
-the first request: the server's event loop known to lab/channels.py (wait pages' pushes), the
-"Test model" route of the admin (lab/model_probe.py, outside oTree's lock), the agents' turns a
+the first request: the server's event loop known to lab/server/channels.py (wait pages' pushes), the
+"Test model" route of the admin (lab/agent_runtime/model_probe.py, outside oTree's lock), the agents' turns a
 killed server left recovered (lab/agent_runtime/startup.py: a human would wait on them until the
 fallback), the heap frozen out of full garbage collections, and the closed-tab watcher of online
 sessions started (lab/online/presence.py). They run here in that order, for oTree's app's router
@@ -28,14 +28,14 @@ def is_otree_app_router(router) -> bool:
 
 
 def add_model_test_route(router) -> None:
-    from lab.model_probe import TEST_MODEL_PATH, model_test_route
-    from lab.request_lock import PATHS_WITHOUT_DATABASE
+    from lab.agent_runtime.model_probe import TEST_MODEL_PATH, model_test_route
+    from lab.server.request_lock import PATHS_WITHOUT_DATABASE
 
     route = model_test_route()
     if any(getattr(existing, "path", None) == route.path for existing in router.routes):
         return
     router.routes.insert(0, route)
-    PATHS_WITHOUT_DATABASE.add(TEST_MODEL_PATH)  # run without oTree's lock (lab/request_lock.py)
+    PATHS_WITHOUT_DATABASE.add(TEST_MODEL_PATH)  # run without oTree's lock (lab/server/request_lock.py)
 
 
 def install() -> None:

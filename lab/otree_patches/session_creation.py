@@ -10,7 +10,7 @@ answering 500, and REST answered a refusal with a 500 and a traceback. oTree's a
 session in a thread without its global lock (``BaseCreateSession.lock`` is a no-op) on the
 server's one database connection: page requests committed or rolled back the creation half-way
 (players in no group, foreign-key errors). Its create pages show Python tracebacks with the
-server's paths. The behaviour is lab/session_creation.py.
+server's paths. The behaviour is lab/experimenter/session_creation.py.
 
 HOW TO CHECK: tests/test_refused_session.py and
 tests/test_admin_create_session_shares_the_connection.py without this patch (remove it from
@@ -40,8 +40,8 @@ def install() -> None:
     from otree.channels.consumers import BaseCreateSession, WSCreateDemoSession, WSCreateSession
     from otree.middleware import lock2
 
-    from lab.session_creation import leaving_nothing, rest_post_with_model_check, without_traceback
-    from lab.session_settings import TREATMENT_KEYS
+    from lab.experimenter.session_creation import leaving_nothing, rest_post_with_model_check, without_traceback
+    from lab.base.session_settings import TREATMENT_KEYS
 
     if patched_by(otree.session.create_session) == "session_creation":
         return

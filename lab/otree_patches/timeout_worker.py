@@ -2,7 +2,7 @@
 otree.tasks.Worker.listen, otree.tasks.Worker.ensure_pages_visited (in effect a fork of oTree's
 worker loop); in the timeout worker process (``otree timeoutsubprocess``) only.
 
-WHY: (lab/timeout_worker.py has the details) on SQLite the worker calls the server while its
+WHY: (lab/server/timeout_worker.py has the details) on SQLite the worker calls the server while its
 own write transaction is open, so every such request stalls 5 s and fails ("database is
 locked"): a 72-participant session stalled for minutes. After an outage of over 60 s oTree drops
 the overdue tasks and the next round's wait page waits for ever. One database error ends oTree's
@@ -12,7 +12,7 @@ round start). And a paused session's tasks must wait for the resume.
 
 HOW TO CHECK: tests/test_timeout_worker_locked_database.py, tests/test_outage.py and
 tests/test_timeout_worker_visits.py without this patch (remove it from patch_modules()); compare oTree's
-Worker.listen with lab.timeout_worker.run_due_tasks.
+Worker.listen with lab.server.timeout_worker.run_due_tasks.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def applies() -> bool:
 def install() -> None:
     import otree.tasks
 
-    from lab import timeout_worker
+    from lab.server import timeout_worker
 
     if not applies() or patched_by(otree.tasks.Worker.listen) == "timeout_worker":
         return

@@ -1,0 +1,83 @@
+"""Which experiments of experiments/ the lab's pages can run today, and why not the others.
+
+The pages read a session's game from its experiment (lab/base/session_game.py: payoffs, choices, the
+cooperative choice), and its agents' prompts come from it (agents/prompts.py); the games played,
+the matching, the chat, the labels' words, the personas, the questionnaires and the texts still
+come from protocol.py and the paper's files. A design that differs from experiments/paper.toml
+only where the lab follows the session (the payoffs, the agents' message length and the values a
+session config carries: rounds, limits, message length, money, the title, its config names, demo
+sizes), or runs a part of the paper's treatments or languages, runs; any other difference is named
+here, and settings.py does not offer the file on the create page (the server's log says why).
+"""
+
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger("lab.experiments")
+
+# What the pages read from the session (or its config): a design may differ there.
+FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payment", "demo_participants"}
+# A design may run a part of the paper's: some of its treatments, one of its languages.
+SUBSETS = {"treatments", "languages"}
+FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
+# The paper's currency is what oTree's pages show (settings.REAL_WORLD_CURRENCY_CODE).
+PAYMENT_NOT_FOLLOWED = {"currency"}
+
+
+def not_runnable(experiment, paper) -> list[str]:
+    """What keeps the pages from running ``experiment`` (empty: it runs), compared with the paper's."""
+    design, papers = experiment.design.model_dump(mode="json"), paper.design.model_dump(mode="json")
+    found = [f"{field} differs from the paper's" for field in sorted(design)
+             if field not in FOLLOWED | SUBSETS | {"game", "schema_version"} and design[field] != papers[field]]
+    found += [f"languages: {language} is not one of the paper's" for language in design["languages"]
+              if language not in papers["languages"]]
+    for field, values in design["treatments"].items():
+        found += [f"treatments.{field}: {value} is not one of the paper's" for value in values
+                  if value not in papers["treatments"][field]]
+    found += [f"game.{field} differs from the paper's" for field in sorted(design["game"])
+              if field not in FOLLOWED_GAME and design["game"][field] != papers["game"][field]]
+    found += [f"payment.{field} differs from the paper's" for field in sorted(PAYMENT_NOT_FOLLOWED)
+              if design["payment"][field] != papers["payment"][field]]
+    if bool(design["payment"]["norm_bonus"]) != bool(papers["payment"]["norm_bonus"]):
+        found.append("payment.norm_bonus is off (the paper's texts announce a bonus)")
+    return found
+
+
+def offered(experiments: dict) -> tuple[str, ...]:
+    """The names of ``experiments`` (name -> Experiment, the paper's among them) the pages can run,
+    the paper's first; each other one's reasons go to the log."""
+    paper = experiments["paper"]
+    names = ["paper"]
+    for name, experiment in sorted(experiments.items()):
+        if name == "paper":
+            continue
+        reasons = not_runnable(experiment, paper)
+        if reasons:
+            logger.info("experiments/%s.toml is checked but not offered on the create page: %s", name,
+                        "; ".join(reasons))
+        else:
+            names.append(name)
+    return tuple(names)
+
+
+def why_not_offered(config_name: str) -> str | None:
+    """For a session config name no offered experiment has: the experiment file it belongs to and
+    what keeps the lab from running it (None: no experiment file names it)."""
+    import experiment_design
+
+    try:
+        paper = experiment_design.load(experiment_design.EXPERIMENTS_DIR / "paper.toml")
+    except (OSError, experiment_design.ExperimentError):
+        return None
+    for path in experiment_design.experiment_files():
+        try:
+            experiment = experiment_design.load(path)
+        except (OSError, experiment_design.ExperimentError):
+            continue
+        if any(config["name"] == config_name for config in experiment.session_configs()):
+            reasons = not_runnable(experiment, paper)
+            if reasons:
+                return (f"it is a session config of experiments/{path.name}, which the lab's pages cannot run yet "
+                        f"({'; '.join(reasons)}): docs/your-experiment.md says what runs in the lab")
+    return None

@@ -1,0 +1,112 @@
+"""The game a session plays: its choices, payoff table and cooperative choice, as its record froze
+them at creation (lab/record/manifest.py, from the session's experiment file), never today's file or
+protocol.py. The pages, the bots, the payment, the dashboard and the data package read them here."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+import protocol
+from lab.base import app_registry
+
+_CACHE: dict[str, "SessionGame"] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class SessionGame:
+    choices: tuple[str, ...]
+    payoffs: Mapping[tuple[str, str], tuple[float, float]]  # (own, other) -> (own points, other's points)
+    cooperative_choice: Optional[str]  # None: the game names no choice cooperation
+
+    def points(self, own: str, other: str) -> tuple[float, float]:
+        return self.payoffs[(own, other)]
+
+    @property
+    def own_points_options(self) -> tuple[float, ...]:
+        """Every number of points one can earn in a round, ascending (the quiz's options)."""
+        return tuple(sorted({own for own, _ in self.payoffs.values()}))
+
+
+def protocol_values(experiment=None) -> dict:
+    """The values a session's data is read by: its game's payoffs, choices and cooperative choice
+    (the session's experiment's; protocol.py's without one), the questionnaires' answer scales,
+    frozen with the session (lab/record/manifest.py ``creation_record``), and the currency."""
+    if experiment is None:
+        payoffs, choices, cooperative, currency = (protocol.PAYOFFS, protocol.CHOICES, protocol.COOPERATE,
+                                                   protocol.CURRENCY_CODE)
+    else:
+        payoffs, choices = experiment.payoff_matrix, experiment.choice_ids
+        cooperative, currency = experiment.cooperative_choice, experiment.design.payment.currency
+    return dict(
+        payoff_table={f"{own}{other}": list(points) for (own, other), points in sorted(payoffs.items())},
+        choices=list(choices),
+        cooperative_choice=cooperative,
+        answer_scales=dict(norm_intervals=[list(bounds) for bounds in protocol.NORM_INTERVALS],
+                           likert=[protocol.LIKERT_MIN, protocol.LIKERT_MAX],
+                           llm_familiarity_levels=list(protocol.LLM_FAMILIARITY_LEVELS), svo_steps=protocol.SVO_STEPS),
+        currency=currency,
+    )
+
+
+def session_protocol_values(manifest: dict) -> dict:
+    """``protocol_values`` as the session's manifest froze them (today's for a value it lacks: a
+    session frozen before the value was)."""
+    values = protocol_values()
+    values.update({key: manifest[key] for key in values if key in manifest})
+    values["currency"] = (manifest.get("payment") or {}).get("currency") or values["currency"]
+    return values
+
+
+def frozen_record(session) -> dict | None:
+    """The session's record as frozen at its creation (lab/record/manifest.py ``freeze``), None without one."""
+    row = app_registry.session_manifest_model().objects_filter(session_code=session.code).first()
+    return json.loads(row.record) if row is not None else None
+
+
+def from_values(values: dict) -> SessionGame:
+    """The game of ``protocol_values``' form."""
+    choices = tuple(values["choices"])
+    payoffs = {(own, other): tuple(values["payoff_table"][own + other]) for own in choices for other in choices}
+    return SessionGame(choices, payoffs, values.get("cooperative_choice"))
+
+
+def _frozen_once(cache: dict, session, build):
+    """``build(record)`` of the session's frozen record, kept per session once the record exists
+    (before its freeze, while the session is created, nothing is kept)."""
+    with _LOCK:
+        found = cache.get(session.code)
+    if found is None:
+        record = frozen_record(session)
+        found = build(record or {})
+        if record is not None:
+            with _LOCK:
+                cache[session.code] = found
+    return found
+
+
+def session_game(session) -> SessionGame:
+    """The session's game, from its frozen record (read once per session and process)."""
+    return _frozen_once(_CACHE, session, lambda record: from_values(session_protocol_values(record)))
+
+
+_EXPERIMENTS: dict[str, object] = {}
+
+
+def _experiment_of(record: dict):
+    import experiment_design
+    from lab.base.session_settings import DEFAULT_EXPERIMENT
+
+    frozen = record.get("experiment") or {}
+    if frozen.get("text"):
+        return experiment_design.load_text(frozen["text"], frozen["name"])
+    return experiment_design.load(experiment_design.EXPERIMENTS_DIR / f"{DEFAULT_EXPERIMENT}.toml")
+
+
+def frozen_experiment(session):
+    """The session's experiment as its record froze the file's text at creation (a session recorded
+    before experiments were: the paper's file as it is now)."""
+    return _frozen_once(_EXPERIMENTS, session, _experiment_of)

@@ -1,0 +1,470 @@
+"""A session's parameters: the defaults of ``protocol`` overridden by the session config.
+
+settings.py builds the session configs from ``config_defaults()``, so every parameter shows
+up (and can be edited) on oTree's "create session" page; the apps read them back through
+``params(session)``. ``validate`` turns a bad value into one clear message at session
+creation instead of an error in the middle of a session.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from dataclasses import dataclass
+
+import protocol
+from lab.base import matching
+from lab.base.text import CONTROL_CHARACTERS
+
+GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
+# The session's language (lab/base/i18n.py) -> the language of the agents' prompts.
+AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
+STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMITS}
+# What a session config's name fixes: its experiment (the file and its text's hash, as the server
+# started with them) and its treatment. Not on the create page; a creation may repeat, not change them.
+TREATMENT_KEYS = ("experiment", "experiment_sha256", "associate_type", "label_setting", "game_order")
+# The money a session pays or spends, and the least each may be: a show-up fee and a norm bonus
+# of 0 are designs (Prolific pays its own base); points worth nothing are no incentive.
+MONEY_KEYS = {"participation_fee": (0, "0 or more"), "real_world_currency_per_point": (None, "more than 0"),
+              "norm_bonus": (0, "0 or more"), "session_budget": (0, "0 (no limit) or more")}
+
+
+class SessionConfigError(ValueError):
+    """A session config value that cannot run; the message says which and why."""
+
+
+# A session config without an experiment (made by hand, or before configs came from experiments/).
+DEFAULT_EXPERIMENT = "paper"
+
+
+def session_experiment(config: dict):
+    """The experiment a session config was built from (experiments/NAME.toml), as the server read it
+    at start: SessionConfigError when the file is gone, broken or edited since (its sessions' values
+    came from the file as it was then)."""
+    import experiment_design
+
+    name = config.get("experiment") or DEFAULT_EXPERIMENT
+    path = experiment_design.EXPERIMENTS_DIR / f"{name}.toml"
+    try:
+        experiment = experiment_design.load(path)
+    except (OSError, experiment_design.ExperimentError) as exc:
+        raise SessionConfigError(f"Session config 'experiment' is {name!r}, and experiments/{name}.toml cannot "
+                                 f"run now: {exc}. Fix the file and restart the server.") from None
+    started_with = config.get("experiment_sha256")
+    if started_with and started_with != experiment.text_sha256:
+        raise SessionConfigError(f"experiments/{name}.toml was edited after this server started, and its sessions' "
+                                 "settings are the file's as it was then: restart the server to run the file as it "
+                                 "is now (python -m labserver check-experiment checks it first).")
+    return experiment
+
+
+def max_rounds_per_game() -> int:
+    """The game apps' NUM_ROUNDS (oTree fixes it at import): the paper's 10, or what the server's
+    LAB_MAX_ROUNDS_PER_GAME says. A session playing fewer rounds makes oTree step through every
+    unplayed round's pages when the game ends (~1.5 s in one request), so a server that only runs
+    short pilots can set it to their length."""
+    return int(os.environ.get("LAB_MAX_ROUNDS_PER_GAME", protocol.MAX_ROUNDS_PER_GAME))
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict:
+    return config_defaults()
+
+
+def config_defaults() -> dict:
+    """The paper's values, as flat session-config keys (oTree's admin can edit flat values)."""
+    from lab.base.i18n import lab_language
+
+    defaults = {
+        # The server's language (OTREE_LANGUAGE_CODE), so oTree's own pages and ours agree.
+        "language": lab_language(os.environ.get("OTREE_LANGUAGE_CODE")),
+        # A server limited to fewer rounds offers its limit, so creation works unedited.
+        "rounds_per_game": min(protocol.ROUNDS_PER_GAME, max_rounds_per_game()),
+        "message_max_chars": protocol.MESSAGE_MAX_CHARS,
+        # oTree's own names, so its payments page uses the paper's fee and exchange rate.
+        "participation_fee": protocol.SHOW_UP_FEE,
+        "real_world_currency_per_point": protocol.CURRENCY_PER_POINT,
+        "norm_bonus": protocol.NORM_BONUS,
+    }
+    defaults.update({key: protocol.STAGE_LIMITS[stage] for stage, key in STAGE_CONFIG_KEYS.items()})
+    # Agents (H-C, H-F, H-S): the model as flat llm_* keys ("" = default: the offline
+    # simulated model unless an API key is in the environment) and a money budget in USD.
+    from agents.config import session_config_defaults
+
+    defaults.update(session_config_defaults())
+    defaults["session_budget"] = 20.0
+    # online: entry, lobby, completion (docs/online.md; lab/base/online_settings.py reads them)
+    defaults.update(
+        online=False,
+        prolific_completion_codes="",  # completed=CODE,screened_out=CODE,... (or JSON), one per outcome
+        online_url_params="",  # more study-link parameters to keep, comma-separated names
+        online_quiz_attempts=3,  # quiz submissions before a participant is screened out
+        online_instructions_seconds=300,  # Welcome, Rules, Quiz (the lab: no limit)
+        online_intro_seconds=60,  # GameIntro
+        online_questionnaire_seconds=180,  # each questionnaire page
+        online_payment_seconds=60,  # the payment page, then the exit page
+        prolific_bonus_rate=1.0,  # Prolific's currency per unit of the session's currency, bonus file
+        online_lobby_seconds=300,  # H-H: the longest wait in the lobby, then the exit with the show-up fee
+        online_cohort_size=0,  # H-H: participants per cohort (0: rounds + 1, made even)
+    )
+    # online: dropouts
+    defaults.update(online_dropout_defaults())
+    return defaults
+
+
+# Defaults of the online dropout handling (lab/online/dropouts.py; docs/online.md "Dropouts").
+# 3 consecutive timed-out form pages: a whole round of the game with chat (message 1, message 2,
+# decision) without a single input; one or two can be a look away, three is someone gone.
+# 90 s with no page of theirs open: a reload, a browser restart or a network handover takes
+# seconds; 90 s is the outage the lab rides out, and shorter than the stage limits' sum of a round.
+DROPOUT_DEFAULTS = {
+    "online": False,
+    "dropout_after_timeouts": 3,
+    "dropout_closed_tab_seconds": 90,
+    "stand_in": "agent",  # agent | none
+    "stand_in_persona": "fair",  # cooperative | fair | selfish | imitate
+}
+
+
+def online_dropout_defaults() -> dict:
+    """The dropout keys (the contract's "online" key included: False, the lab stays the default)."""
+    return dict(DROPOUT_DEFAULTS)
+
+
+@dataclass(frozen=True)
+class SessionParams:
+    associate_type: str
+    label_setting: str
+    game_order: str
+    language: str
+    rounds_per_game: int
+    stage_limits: dict
+    message_max_chars: int
+    participation_fee: float
+    currency_per_point: float
+    norm_bonus: float
+
+    @property
+    def treatment(self) -> str:
+        return protocol.TREATMENT_CODES[self.associate_type]
+
+    @property
+    def with_agents(self) -> bool:
+        return self.associate_type != "human"
+
+    @property
+    def informed(self) -> bool:
+        return self.label_setting == "informed"
+
+    def game_index(self, game: str) -> int:
+        return protocol.GAME_ORDERS[self.game_order].index(game) + 1
+
+
+def params_from_config(config: dict) -> SessionParams:
+    merged = {**_defaults(), **config}
+    return SessionParams(
+        associate_type=merged["associate_type"],
+        label_setting=merged["label_setting"],
+        game_order=merged["game_order"],
+        language=merged["language"],
+        rounds_per_game=int(merged["rounds_per_game"]),
+        stage_limits={stage: float(merged[key]) for stage, key in STAGE_CONFIG_KEYS.items()},
+        message_max_chars=int(merged["message_max_chars"]),
+        participation_fee=float(merged["participation_fee"]),
+        currency_per_point=float(merged["real_world_currency_per_point"]),
+        norm_bonus=float(merged["norm_bonus"]),
+    )
+
+
+_PARAMS_BY_SESSION: dict[str, SessionParams] = {}
+
+
+def params(session) -> SessionParams:
+    """A session's parameters (its config does not change once the session exists)."""
+    found = _PARAMS_BY_SESSION.get(session.code)
+    if found is None:
+        found = _PARAMS_BY_SESSION[session.code] = params_from_config(session.config)
+    return found
+
+
+_PARAMS_BY_SESSION_ID: dict[int, SessionParams] = {}
+
+
+def params_of(model) -> SessionParams:
+    """``params(model.session)`` for a player, group or subsession, by its session's id: pages
+    ask on every request, and loading the session row (its config and vars) is most of what that
+    costs. ``forget_session_id`` runs when a session is created, in case a database reuses ids."""
+    found = _PARAMS_BY_SESSION_ID.get(model.session_id)
+    if found is None:
+        found = _PARAMS_BY_SESSION_ID[model.session_id] = params(model.session)
+    return found
+
+
+_CODE_BY_SESSION_ID: dict[int, str] = {}
+
+
+def session_code_of(model) -> str:
+    """``model.session.code`` for a player, group or subsession, without loading the session row
+    on requests that need nothing else of it (as ``params_of``)."""
+    found = _CODE_BY_SESSION_ID.get(model.session_id)
+    if found is None:
+        found = _CODE_BY_SESSION_ID[model.session_id] = model.session.code
+    return found
+
+
+def forget_session_id(session_id: int) -> None:
+    _PARAMS_BY_SESSION_ID.pop(session_id, None)
+    _CODE_BY_SESSION_ID.pop(session_id, None)
+
+
+def validate(config: dict, num_participants: int, record: dict | None = None) -> SessionParams:
+    """Raise SessionConfigError naming the first unusable value; return the parameters.
+    ``record`` (the session's vars) receives the model check's outcome under ``model_check``,
+    which the dashboard shows."""
+    merged = {**config_defaults(), **config}
+    checks = [
+        ("associate_type", merged.get("associate_type") in protocol.ASSOCIATE_TYPES,
+         f"one of {', '.join(protocol.ASSOCIATE_TYPES)}"),
+        ("label_setting", merged.get("label_setting") in protocol.LABEL_SETTINGS,
+         f"one of {', '.join(protocol.LABEL_SETTINGS)}"),
+        ("game_order", merged.get("game_order") in protocol.GAME_ORDERS,
+         f"one of {', '.join(protocol.GAME_ORDERS)}"),
+        ("language", merged.get("language") in ("zh_hans", "en"), "zh_hans or en"),
+    ]
+    for key, ok, expected in checks:
+        if not ok:
+            raise SessionConfigError(f"Session config '{key}' is {merged.get(key)!r}; it must be {expected}.")
+    check_values(merged)
+    session_experiment(merged)
+    try:
+        p = params_from_config(merged)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise SessionConfigError(f"Session config has a value that is not a number: {exc}") from None
+    if not 1 <= p.rounds_per_game <= max_rounds_per_game():
+        raise SessionConfigError(
+            f"Session config 'rounds_per_game' is {p.rounds_per_game}; this server runs between 1 and "
+            f"{max_rounds_per_game()} rounds per game (protocol.MAX_ROUNDS_PER_GAME, or the "
+            f"environment variable LAB_MAX_ROUNDS_PER_GAME)."
+        )
+    if p.message_max_chars < 1:
+        raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
+    from lab.base.online_settings import config_is_online, problem as online_problem
+
+    online_refusal = online_problem(merged, num_participants)
+    if online_refusal:
+        raise SessionConfigError(online_refusal)
+    if merged.get("online"):
+        validate_dropouts(merged)
+    if p.associate_type == "human" and not config_is_online(merged):  # online: cohorts (lab/online/lobby.py)
+        try:
+            matching.check_perfect_stranger_possible(num_participants, p.rounds_per_game)
+        except matching.MatchingError as exc:
+            raise SessionConfigError(str(exc)) from None
+    if p.associate_type == "human" and merged.get("online") and merged.get("stand_in") == "agent":
+        from agents.config import ConfigError, ModelConfig, frozen_session_keys
+        from agents.models import build_model
+
+        try:  # the stand-ins' model: a missing API key is refused now, not at the first dropout
+            model_config = ModelConfig.from_session_config(merged)
+            build_model(model_config)
+        except ConfigError as exc:
+            raise SessionConfigError(f"Stand-in agents' model config: {exc}") from None
+        config.update(frozen_session_keys(model_config))
+    elif p.associate_type != "human":
+        from agents.config import ConfigError, ModelConfig, frozen_session_keys
+        from agents.models import build_model, check_model
+
+        try:
+            model_config = ModelConfig.from_session_config(merged)
+            model = build_model(model_config)  # a missing API key fails here, not mid-session
+        except ConfigError as exc:
+            raise SessionConfigError(f"Agent model config: {exc}") from None
+        # The model as resolved here and now is the session's for its whole life (the engine, the
+        # manifest and the dashboard read these keys), whatever a later server's environment says.
+        config.update(frozen_session_keys(model_config))
+        if model_config.check_model:
+            # One real call now, so a wrong URL, key or model name is refused before participants
+            # arrive, not discovered as every agent turn falling back (llm_check_model=False: off).
+            problem, reply = check_model(model_config, model=model)
+            import logging
+
+            logging.getLogger("lab.agents").info(
+                "model check %s/%s: %s, %s ms, tokens %s/%s, cost %s", model_config.provider, model_config.model,
+                reply.status, None if not (reply.time_done and reply.time_sent) else
+                round(1000 * (reply.time_done - reply.time_sent)), reply.input_tokens, reply.output_tokens, reply.cost)
+            if record is not None:
+                record["model_check"] = dict(
+                    status="failed" if problem else "ok", provider=model_config.provider, model=model_config.model,
+                    reply_status=str(reply.status), checked_at=time.time())
+            if problem:
+                raise SessionConfigError(f"Agent model: {problem} (set llm_check_model to false to skip "
+                                         "this check, e.g. for an offline demo)")
+            if model_config.provider == "openai_compatible":
+                _inspect_server(config, model_config, model, p, record, num_participants)
+        if "llm_constrained_output" not in _resolved(config):
+            # no check, or a cloud provider: auto is off, and the session records it so
+            _record_grammar(config, model_config, None, p, record)
+    return p
+
+
+def check_values(config: dict) -> None:
+    """Raise SessionConfigError for a value no session can run with, before anything is created:
+    text with a control character (NUL: PostgreSQL cannot store it), a number parameter that is not
+    a finite number (JSON and ``float()`` take NaN and infinity, and every comparison with NaN is
+    false, so no limit would ever refuse it), a stage limit that is not positive, money below its
+    least (MONEY_KEYS)."""
+    defaults = _defaults()
+    for key, value in config.items():
+        if isinstance(value, str) and CONTROL_CHARACTERS.search(value):
+            raise SessionConfigError(f"Session config '{key}' is {value!r}: it contains a control character "
+                                     "(such as NUL), which no setting can hold.")
+        if not (_is_number(value) or isinstance(value, str) and _is_number(defaults.get(key))):
+            continue  # not a number parameter
+        try:
+            number = float(value)
+        except ValueError:
+            raise SessionConfigError(f"Session config '{key}' is {value!r}; it must be a number.") from None
+        if not math.isfinite(number):
+            raise SessionConfigError(f"Session config '{key}' is {value!r}; it must be a finite number.")
+    for key in STAGE_CONFIG_KEYS.values():
+        if key in config and not float(config[key]) > 0:
+            raise SessionConfigError(f"Session config '{key}' is {_shown(config[key])}; it must be a positive "
+                                     "number of seconds.")
+    for key, (least, expected) in MONEY_KEYS.items():
+        if config.get(key) in (None, ""):
+            continue
+        amount = float(config[key])
+        if amount < least if least is not None else amount <= 0:
+            raise SessionConfigError(f"Session config '{key}' is {_shown(config[key])}; it must be {expected}.")
+
+
+def _shown(value) -> str:
+    """A value as a message quotes it: a currency (a Decimal) as the number it is."""
+    return repr(float(value)) if _is_number(value) and not isinstance(value, int) else repr(value)
+
+
+def _is_number(value) -> bool:
+    """int, float or Decimal (oTree's currencies), not bool."""
+    from decimal import Decimal
+
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+def check_overrides(config_name: str, config: dict, overrides) -> dict:
+    """The session-config fields a creation changes (oTree's ``modified_session_config_fields``),
+    checked before anything is created: values as the create page sends them (a number, text or
+    true/false), each one runnable (``check_values``), the treatment as the config's name says
+    (TREATMENT_KEYS: the same value is dropped, another refused). Returns the fields to apply."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise SessionConfigError("modified_session_config_fields must be a JSON object of setting: value.")
+    fields = {}
+    for key, value in overrides.items():
+        if not isinstance(key, str) or not (isinstance(value, (bool, str)) or _is_number(value)):
+            raise SessionConfigError(f"Session config {key!r} is {value!r}; a setting is a number, text or "
+                                     "true/false.")
+        if key in TREATMENT_KEYS:
+            if value != config.get(key):
+                raise SessionConfigError(
+                    f"Session config '{key}' is fixed by the config's name: {config_name} runs "
+                    f"{key} {config.get(key)!r}, not {value!r}. Create a session of the config of that "
+                    "experiment and treatment.")
+            continue
+        fields[key] = value
+    check_values({**config, **fields})
+    return fields
+
+
+# The model keys the model check resolves, written into the session's config (so the engine, the
+# frozen manifest and a restarted server all use what the check found).
+_RESOLVED_MARK = "constrained_output_resolved_at"  # not llm_*: not a model setting
+
+
+def _resolved(config: dict) -> dict:
+    return config if config.get(_RESOLVED_MARK) else {}
+
+
+def _resolved_keys(cfg) -> dict:
+    return {"llm_constrained_output": cfg.constrained_output, "llm_grammar_format": cfg.grammar_format or "",
+            "llm_chinese_messages": "on" if cfg.requires_chinese() else "off", _RESOLVED_MARK: time.time()}
+
+
+def _record_grammar(config: dict, model_config, inspection, p: SessionParams, record: dict | None):
+    """What the check resolved of the grammar, into the config (the engine, the manifest) and the
+    record (the pages): on or off and why, and whether zh messages must be Chinese."""
+    from agents.models import grammar_state, resolve_constrained_output
+
+    resolved = resolve_constrained_output(model_config, inspection)
+    config.update(_resolved_keys(resolved))
+    if record is not None:
+        chinese = (f"; messages must be Chinese (llm_chinese_messages {model_config.chinese_messages})"
+                   if p.language == "zh_hans" and resolved.requires_chinese() else "")
+        record.setdefault("model_check", dict(status="not run", provider=model_config.provider,
+                                              model=model_config.model, checked_at=time.time()))
+        record["model_check"].update(constrained_output=resolved.constrained_output,
+                                     grammar_format=resolved.grammar_format,
+                                     grammar=grammar_state(model_config, inspection) + chinese)
+    return resolved
+
+
+def agent_stage_seconds(p: SessionParams) -> dict[str, float]:
+    """The stages in which an agent calls its model, and their limits."""
+    return {stage: p.stage_limits[stage] for stage in ("message_1", "message_2", "decision")}
+
+
+def _inspect_server(config: dict, model_config, model, p: SessionParams, record: dict | None,
+                    num_participants: int) -> None:
+    """An openai_compatible server at the model check: the grammar it takes (llm_constrained_output
+    auto/on), and whether it serves the session's agents in time (agents/capacity.py): refused with
+    the numbers if not, warned about if narrowly."""
+    import logging
+
+    from agents.capacity import SessionDemand, check_capacity
+    from agents.models import inspect_server
+
+    log = logging.getLogger("lab.agents")
+    inspection = inspect_server(model_config, model=model)
+    log.info("model check of %s: grammar %s (%s)", model_config.base_url, inspection.grammar_format,
+             "; ".join(inspection.notes))
+    if model_config.constrained_output == "on" and inspection.grammar_format is None:
+        raise SessionConfigError(
+            f"Agent model: llm_constrained_output is on, but the server at {model_config.base_url} obeyed none "
+            f"of the grammar fields tried ({'; '.join(inspection.notes)}). Use auto or off, or a server that "
+            f"takes a grammar (llama.cpp, vLLM; docs/agents.md).")
+    resolved = _record_grammar(config, model_config, inspection, p, record)
+    default_concurrency = type(model_config).model_fields["concurrency"].default
+    demand = SessionDemand(num_participants, p.rounds_per_game, AGENT_LANGUAGE[p.language], p.associate_type,
+                           agent_stage_seconds(p), message_max_chars=p.message_max_chars)
+    # measured with the resolved model (its grammar), as the session's agents will call it
+    capacity = check_capacity(resolved, demand,
+                              concurrency=None if resolved.concurrency == default_concurrency else resolved.concurrency)
+    if resolved.concurrency == default_concurrency:  # left at its default: the calls queue in the lab, by deadline
+        config["llm_concurrency"] = capacity.speed.slots
+    log.info("Agent model: %s", capacity.summary())
+    warned = capacity.verdict in ("narrow", "unmeasured")
+    if record is not None:
+        record["model_check"].update(capacity=capacity.as_record(), warning=capacity.summary() if warned else None)
+    if capacity.verdict == "refused":
+        raise SessionConfigError(f"Agent model: {capacity.summary()} (to create it anyway: llm_check_model false, "
+                                 "and llm_constrained_output on to keep the grammar)")
+STAND_IN_RULES = ("agent", "none")
+STAND_IN_PERSONAS = ("cooperative", "fair", "selfish", "imitate")
+
+
+def validate_dropouts(merged: dict) -> None:
+    """The online dropout keys (docs/online.md "Dropouts")."""
+    if merged.get("stand_in") not in STAND_IN_RULES:
+        raise SessionConfigError(f"Session config 'stand_in' is {merged.get('stand_in')!r}; it must be agent or none.")
+    if merged.get("stand_in_persona") not in STAND_IN_PERSONAS:
+        raise SessionConfigError(f"Session config 'stand_in_persona' is {merged.get('stand_in_persona')!r}; it must "
+                                 f"be one of {', '.join(STAND_IN_PERSONAS)}.")
+    for key in ("dropout_after_timeouts", "dropout_closed_tab_seconds"):
+        try:
+            ok = float(merged.get(key)) >= 1
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SessionConfigError(f"Session config '{key}' must be a number of at least 1, not {merged.get(key)!r}.")
