@@ -17,19 +17,53 @@ PAPER_CONFIGS = [c for c in settings.SESSION_CONFIGS if c["experiment"] == "pape
 HUMAN_CONFIGS = [c["name"] for c in PAPER_CONFIGS if c["associate_type"] == "human"]
 AGENT_CONFIGS = [c["name"] for c in PAPER_CONFIGS if c["associate_type"] != "human"]
 SHORT = {"rounds_per_game": 3}
+TREATMENT_KEYS = ("associate_type", "label_setting", "game_order")
+
+
+def covering(names: list[str]) -> list[str]:
+    """The fewest of ``names`` (picked greedily, in order) that between them hold every associate
+    type, label setting and game order the configs have: what PostgreSQL plays (every config plays
+    on SQLite; what differs between the databases is the code path, not the treatment)."""
+    configs = {c["name"]: c for c in PAPER_CONFIGS if c["name"] in names}
+    missing = {(key, config[key]) for config in configs.values() for key in TREATMENT_KEYS}
+    chosen = []
+    while missing:
+        best = max(configs, key=lambda name: len(missing & {(k, configs[name][k]) for k in TREATMENT_KEYS}))
+        chosen.append(best)
+        missing -= {(key, configs[best][key]) for key in TREATMENT_KEYS}
+    return chosen
+
+
+def on_both_databases(names: list[str]) -> list:
+    return ([pytest.param(name, "sqlite", id=f"{name}-sqlite") for name in names]
+            + [pytest.param(name, "postgres", id=f"{name}-postgres", marks=pytest.mark.postgres)
+               for name in covering(names)])
+
+
+def database(request, kind: str) -> str:
+    return "" if kind == "sqlite" else request.getfixturevalue("postgres_url")
+
+
+def test_postgres_plays_every_treatment_value():
+    for names in (HUMAN_CONFIGS, AGENT_CONFIGS):
+        chosen = [c for c in PAPER_CONFIGS if c["name"] in covering(names)]
+        for key in TREATMENT_KEYS:
+            assert {c[key] for c in chosen} == {c[key] for c in PAPER_CONFIGS if c["name"] in names}
+    assert len(covering(HUMAN_CONFIGS)) == 2 and len(covering(AGENT_CONFIGS)) == 3
 
 
 @pytest.mark.server
-@pytest.mark.parametrize("config", HUMAN_CONFIGS)
-def test_human_configs_play_through(config, database_url, project_copy):
-    run_bots(project_copy, config, 4, SHORT, database_url)
+@pytest.mark.parametrize("config, database_kind", on_both_databases(HUMAN_CONFIGS))
+def test_human_configs_play_through(config, database_kind, request, project_copy):
+    run_bots(project_copy, config, 4, SHORT, database(request, database_kind))
 
 
 @pytest.mark.server
-@pytest.mark.parametrize("config", AGENT_CONFIGS)
-def test_agent_configs_play_through_with_the_simulated_model(config, database_url, project_copy, tmp_path):
+@pytest.mark.parametrize("config, database_kind", on_both_databases(AGENT_CONFIGS))
+def test_agent_configs_play_through_with_the_simulated_model(config, database_kind, request, project_copy, tmp_path):
     export = tmp_path / "export"
-    run_bots(project_copy, config, 3, {**SHORT, "llm_provider": "simulated"}, database_url, export_dir=export)
+    run_bots(project_copy, config, 3, {**SHORT, "llm_provider": "simulated"}, database(request, database_kind),
+             export_dir=export)
     decisions = exported_table(export, "decisions")
     agent_rows = [r for r in decisions if r["player_kind"] == "agent"]
     assert len(agent_rows) == 3 * 3 * 2, "one agent decision per human decision"
