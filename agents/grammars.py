@@ -85,7 +85,7 @@ _FIRST = _MESSAGE + r" \t\"'/!|"
 NOT_MESSAGES = tuple(sorted(parsing.NOT_MESSAGES))
 # The prompt's format echoed (parsing.ECHO_OPENINGS), by their words: nothing may open with one,
 # in any case, its words apart (one space) or run together, unless its last word goes on as a
-# plural or past ("Messages are…"). NOT_MESSAGES' words that open with an echo are barred with it.
+# plural or past and the message goes on after it ("Messages are…"; "The messages" alone is barred). NOT_MESSAGES' words that open with an echo are barred with it.
 ECHOES = tuple(tuple(opening.split()) for opening in parsing.ECHO_OPENINGS)
 # After a complete word of NOT_MESSAGES: nothing the parser strips from a message's end (ASCII
 # only: multi-byte characters in a class left llama-cpp-python 0.3.36 no token to choose).
@@ -118,14 +118,15 @@ def _bare(text: str) -> bool:
 def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
     """The message inside the brackets: 1 to ``chars`` characters, none of ``NOT_MESSAGES`` (in
     any case, with or without a final "." or quote), nothing opening with one of ``ECHOES`` (in
-    any case, a space or none between its words, unless its last word goes on as a plural or past),
+    any case, a space or none between its words, unless its last word goes on as a plural or past
+    and the message after it),
     and not a bare word (``_WORD`` characters only; see ``MAX_WORD_RUN``). As (expression, extra
     GBNF rules): a trie of those words, keyed by what was matched without the spaces; a node
     having matched a prefix of one is left by ending (not where a word is complete, nor on a bare
     word), by a character no word continues with (then anything, or, while the message is a bare
     word, anything with a mark in it), by a word's next character, or where an echo's word ends,
     by a space and then any of those; a complete echo, only by the "s" or "d" of a plural or a
-    past (``parsing.ECHO_WORD_ENDINGS``) that ends the word there. Inside the
+    past (``parsing.ECHO_WORD_ENDINGS``) that ends the word there, and more. Inside the
     trie the rest of the message is bounded as if the deepest node had been reached, so that
     nodes alike share one GBNF rule (the echoes' articles share what follows them)."""
     echoes = {"".join(words) for words in ECHOES}
@@ -194,11 +195,11 @@ def _message_rules(chars: int, gbnf_syntax: bool) -> tuple[str, list[str]]:
         if done + 1 > chars or (prefix in exact and done + 2 > chars):  # no room to go on
             return "" if k and prefix not in echoes and prefix not in exact and not bare else None
         nexts = sorted({c for c in by_prefix.get(prefix, ()) if k or c not in _FIRST_BARRED})
-        if prefix in echoes:  # its last word ends as a plural or a past ("messages!"), or it is barred
-            if done + 1 == chars:
-                return None if bare else f"[{parsing.ECHO_WORD_ENDINGS}]"
+        if prefix in echoes:  # its last word ends as a plural or a past and the message goes on
+            if done + 2 > chars:  # ("messages are…"), or it is barred: "The messages" alone is an echo
+                return None
             after = cls(_MESSAGE + (_WORD if bare else "A-Za-z")) + then_anything(chars - done - 2)
-            return f"[{parsing.ECHO_WORD_ENDINGS}]" + sep + f"({sep}{after}{sep})" + ("" if bare else "?")
+            return f"[{parsing.ECHO_WORD_ENDINGS}]" + sep + f"({sep}{after}{sep})"
         complete = prefix in exact
 
         def goes_on(after_space: bool) -> list[str]:

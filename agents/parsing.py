@@ -53,10 +53,12 @@ ECHO_OPENINGS = tuple(
     + [f"{who} {want} {verb}" for who in ("you", "i", "we") for want in ("want to", "wanna")
        for verb in ("send", "share", "add")])
 ECHO_WORD_ENDINGS = "sd"  # what may end the last word of an opening: a plural, a past
-# The parser also refuses a message with "message" (not "messages", "messaged") in one of its first
-# words ("Your second first messagestring, …", "Got your message"): a message to the associate
-# is not about the message.
-ECHO_WITHIN_WORDS = 4
+# ...but not the message: an opening that only turned plural or past is still the format echoed
+# ("The messages", "THIS MESSAGEs", "your named": SmolLM2, en bench at 10 rounds).
+# The parser also refuses a message with "message" in any form in one of its first words ("Your
+# second first messagestring, …", "Your first messages to me here", "This is the first message
+# in this step…", "Got your message"): a message to the associate is not about messages.
+ECHO_WITHIN_WORDS = 6
 # Chinese: what the chat's messages must hold when they must be Chinese (a Han ideograph).
 HAN = "\u4e00-\u9fff"  # as characters: a class's content for Python's regex and GBNF alike
 _HAN = re.compile(f"[{HAN}]")
@@ -99,15 +101,17 @@ _ECHOED_ALTERNATIVES = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:or|/|\|
 _BOTH_LETTERS = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:and|&|\+|,|和|与|跟)\s*[\[【(（{]?\s*[AB]\b", re.IGNORECASE)
 
 
-_ECHO = re.compile("(?:" + "|".join("(?i:" + " ?".join(map(re.escape, opening.split())) + ")"
-                                    for opening in ECHO_OPENINGS) + f")(?![{ECHO_WORD_ENDINGS}](?:[^A-Za-z]|$))")
+_OPENINGS = "(?:" + "|".join("(?i:" + " ?".join(map(re.escape, opening.split())) + ")" for opening in ECHO_OPENINGS) + ")"
+_ECHO = re.compile(_OPENINGS + f"(?![{ECHO_WORD_ENDINGS}](?:[^A-Za-z]|$))")
+_ECHO_WHOLE = re.compile(_OPENINGS + f"[{ECHO_WORD_ENDINGS}]?" + r"[\W_]*")  # the message is the opening alone
 # The placeholder or the format's sentence further in ("This is the message you want to send",
 # "insert message here", "You can send the message in English here"), read in the message's
 # letters alone (runs on of words and spellings alike): the parser refuses it anywhere; the
 # grammar, which would have to grow by a copy of it at every character, does not.
 _PLACEHOLDER_WITHIN = re.compile(r"(?:message|msg)(?:that|which)?(?:i|you|we)(?:want|wanna|wouldlike)(?:to)?"
                                  r"(?:send|share|add)|placeholder|send(?:the|a|your)?(?:first|second)?message"
-                                 r"|message(?:here|inenglish|inchinese)|(?:you|i|we)(?:want|wanna)(?:to)?send")
+                                 r"|message(?:here|inenglish|inchinese)|(?:you|i|we)(?:want|wanna)(?:to)?send"
+                                 r"|^insert[a-z]{0,20}here")
 
 
 def is_echo(message: str) -> bool:
@@ -116,8 +120,8 @@ def is_echo(message: str) -> bool:
     message = " ".join(message.split()).strip(_QUOTES)
     letters = "".join(c for c in message.lower() if "a" <= c <= "z")
     first_words = re.findall(r"[a-z]+", message.lower())[:ECHO_WITHIN_WORDS]
-    return (_ECHO.match(message) is not None or _PLACEHOLDER_WITHIN.search(letters) is not None
-            or any("message" in word and word not in ("messages", "messaged") for word in first_words))
+    return (_ECHO.match(message) is not None or _ECHO_WHOLE.fullmatch(message) is not None
+            or _PLACEHOLDER_WITHIN.search(letters) is not None or any("message" in word for word in first_words))
 
 
 def has_han(message: str) -> bool:

@@ -184,7 +184,9 @@ def run_language(args, python: str, binary, workdir: Path, language: str) -> dic
         language=language, agents=agents, verdict=capacity.verdict, turns=len(turns), calls=len(calls),
         settled=sum(t.status != "fallback" for _, t in turns) / max(1, len(turns)),
         delivered=len(delivered) / max(1, len(messages)),
-        echoes=sum(1 for text in delivered if is_echo(text) or ECHO_LIKE.search(re.sub("[^a-z]", "", text.lower()))),
+        echoes=len(echo_like := [text for text in delivered
+                                 if is_echo(text) or ECHO_LIKE.search(re.sub("[^a-z]", "", text.lower()))]),
+        echo_like=echo_like,
         chinese=(sum(1 for text in delivered if has_han(text)) / max(1, len(delivered))) if language == "zh" else None,
         abandoned=abandoned / server_seconds if server_seconds else 0.0, abandoned_seconds=abandoned,
         server_seconds=server_seconds, server_cpu=cpu, wall=wall, per_stage=per_stage,
@@ -227,7 +229,8 @@ def main() -> int:
             row = run_language(args, python, binary, Path(tmp), language)
             rows.append(row)
             print(f"   {row['turns']} turns, {row['calls']} calls in {row['wall']:.0f} s; calls: {row['statuses']}; "
-                  f"fallbacks: {row['fallbacks']}; delivered e.g. {row['examples']}", flush=True)
+                  f"fallbacks: {row['fallbacks']}; delivered e.g. {row['examples']}; echo-like delivered: {row['echo_like']}",
+                  flush=True)
     served = (f"llama-server, {args.parallel} slot(s)" if binary else "llama-cpp-python 0.3.36, 1 slot")
     print()
     print(f"SmolLM2-135M-Instruct on {served}, {os.cpu_count()} threads; H-F session agents vs scripted participants, "
