@@ -55,10 +55,11 @@ ECHO_OPENINGS = tuple(
 ECHO_WORD_ENDINGS = "sd"  # what may end the last word of an opening: a plural, a past
 # ...but not the message: an opening that only turned plural or past is still the format echoed
 # ("The messages", "THIS MESSAGEs", "your named": SmolLM2, en bench at 10 rounds).
-# The parser also refuses a message with "message" in any form in one of its first words ("Your
-# second first messagestring, …", "Your first messages to me here", "This is the first message
-# in this step…", "Got your message"): a message to the associate is not about messages.
-ECHO_WITHIN_WORDS = 6
+# The parser also refuses a message with "message" (not "messages", "messaged") in one of its first
+# words ("Your second first messagestring, …", "Got your message"): a message to the associate
+# is not about the message. Refusing every form within six words re-asked so many of SmolLM2's
+# messages that 29 of 80 were lost (en bench, 10 rounds: delivered 91 % -> 64 %).
+ECHO_WITHIN_WORDS = 4
 # Chinese: what the chat's messages must hold when they must be Chinese (a Han ideograph).
 HAN = "\u4e00-\u9fff"  # as characters: a class's content for Python's regex and GBNF alike
 _HAN = re.compile(f"[{HAN}]")
@@ -110,8 +111,8 @@ _ECHO_WHOLE = re.compile(_OPENINGS + f"[{ECHO_WORD_ENDINGS}]?" + r"[\W_]*")  # t
 # grammar, which would have to grow by a copy of it at every character, does not.
 _PLACEHOLDER_WITHIN = re.compile(r"(?:message|msg)(?:that|which)?(?:i|you|we)(?:want|wanna|wouldlike)(?:to)?"
                                  r"(?:send|share|add)|placeholder|send(?:the|a|your)?(?:first|second)?message"
-                                 r"|message(?:here|inenglish|inchinese)|(?:you|i|we)(?:want|wanna)(?:to)?send"
-                                 r"|^insert[a-z]{0,20}here")
+                                 r"|messages?(?:tome|toyou)?(?:here|inenglish|inchinese)|(?:you|i|we)(?:want|wanna)(?:to)?send"
+                                 r"|^messages?of(?:your|my)associates?|firstmessageinthisstep|^insert[a-z]{0,20}here")
 
 
 def is_echo(message: str) -> bool:
@@ -121,7 +122,8 @@ def is_echo(message: str) -> bool:
     letters = "".join(c for c in message.lower() if "a" <= c <= "z")
     first_words = re.findall(r"[a-z]+", message.lower())[:ECHO_WITHIN_WORDS]
     return (_ECHO.match(message) is not None or _ECHO_WHOLE.fullmatch(message) is not None
-            or _PLACEHOLDER_WITHIN.search(letters) is not None or any("message" in word for word in first_words))
+            or _PLACEHOLDER_WITHIN.search(letters) is not None
+            or any("message" in word and word not in ("messages", "messaged") for word in first_words))
 
 
 def has_han(message: str) -> bool:

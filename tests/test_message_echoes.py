@@ -27,7 +27,7 @@ from tests.gbnf_matcher import matches as gbnf_matches
 TABLE = json.loads((Path(__file__).parent / "data" / "message_echoes.json").read_text(encoding="utf-8"))
 # Good messages: the simulated model's (zh and en), and ones that open like an echo and are not.
 GOOD = sorted({m for options in MESSAGES.values() for m in options} | {
-    "The plan: we both pick A", "Your turn to trust me: A", "My choice is A, yours?",
+    "The plan: we both pick A", "Your turn to trust me: A", "My choice is A, yours?", "Messages aside, A is best",
     "You want A? Me too", "I want us both to pick A", "Thank you, A it is", "the first round went well, A again?",
     "A/A?", "B is a trap, let's do A", "Your first choice should be A", "The next round? A again",
     "Sent you my word: A", "This time A, promise", "我们都选A吧", "你想选什么？我选A", "上一轮对方选了B，这次我们合作吧"})
@@ -92,12 +92,13 @@ def test_an_echo_is_refused_in_any_case_and_spacing_and_a_word_that_goes_on_is_n
         assert not allowed_by_grammar(echo.replace("  ", " "), MESSAGE_SHAPES[1]), echo
     for fine in ("Messaging you: A", "The messenger", "Your names are safe with me", "Sent a smile: A"):
         assert not is_echo(fine) and allowed_by_grammar(fine, MESSAGE_SHAPES[1]), fine
-    # an opening turned plural or past: the grammar bars it as the whole message, lets it go on;
-    # the parser refuses "message" in any form among the first words (a message about messages)
+    # an opening turned plural or past: the grammar and the parser bar it as the whole message
+    # (the parser also with marks after it), and let it go on
     for whole in ("The messages", "your named", "THIS MESSAGEs", "Your first messages"):
         assert is_echo(whole) and not allowed_by_grammar(whole, MESSAGE_SHAPES[1]), whole
-    for going_on in ("Messages are fine", "My messaged plan", "Your names?"):
-        assert allowed_by_grammar(going_on, MESSAGE_SHAPES[1]) and is_echo(going_on), going_on
+    assert is_echo("Your names?") and allowed_by_grammar("Your names?", MESSAGE_SHAPES[1])
+    for going_on in ("Messages are fine", "My messaged plan"):
+        assert allowed_by_grammar(going_on, MESSAGE_SHAPES[1]) and not is_echo(going_on), going_on
     # barred from ending or spacing after an opening, SmolLM2 ran it on in lower case: an echo still
     for run_on in ("messageyouwanttosendgofor_thegame_re", "Your first messagetexthere", "Mynameless plan"):
         assert is_echo(run_on) and not allowed_by_grammar(run_on, MESSAGE_SHAPES[1]), run_on
