@@ -10,7 +10,7 @@ messages as participants type them.
 
 import pytest
 
-from lab.experimenter.proposals import proposed_choice, proposes_a
+from lab.experimenter.proposals import PAPER, chat_reading, proposed_choice, proposes_a
 
 A, B = "A", "B"
 
@@ -110,3 +110,35 @@ def test_the_table_covers_both_languages_and_each_answer():
     assert len(MESSAGES) >= 40 and len(chinese) >= 15
     assert {choice for _, choice in MESSAGES} == {A, B, None}
     assert proposed_choice(None) is None
+
+
+# Another game's reading: the stag hunt's numbers (experiments/stag_hunt.toml), and a game whose
+# choices are words in two languages.
+STAG_HUNT = chat_reading({"A": ["A"], "B": ["B"]}, {("A", "A"): (80, 80), ("A", "B"): (10, 50), ("B", "A"): (50, 10),
+                                                    ("B", "B"): (50, 50)}, "A")
+WORDS = chat_reading({"stag": ["Stag", "鹿"], "hare": ["Hare", "兔"]},
+                     {("stag", "stag"): (80, 80), ("stag", "hare"): (0, 50), ("hare", "stag"): (50, 0),
+                      ("hare", "hare"): (50, 50)}, "stag")
+NO_COOPERATION = chat_reading({"L": ["L"], "R": ["R"]}, {("L", "L"): (10, 10), ("L", "R"): (0, 0), ("R", "L"): (0, 0),
+                                                         ("R", "R"): (10, 10)}, None)
+
+
+@pytest.mark.parametrize("text, reading, choice", [
+    ("80 each if we both pick A", STAG_HUNT, "A"),
+    ("we each get 80, deal?", STAG_HUNT, "A"),
+    ("70 each", STAG_HUNT, None),  # the paper's number: not this game's mutual cooperation
+    ("70 each", PAPER, "A"),
+    ("both B only gets us 50", STAG_HUNT, None),  # weighs a bad outcome
+    ("let's cooperate", STAG_HUNT, "A"),
+    ("Let's both hunt the stag", WORDS, "stag"),
+    ("not hare, STAG!", WORDS, "stag"),
+    ("我们都选鹿吧", WORDS, "stag"),
+    ("don't pick hare", WORDS, "stag"),
+    ("Stag or hare?", WORDS, None),
+    ("I will betray you", WORDS, "hare"),
+    ("pick A", WORDS, None),  # not one of this game's labels
+    ("let's cooperate", NO_COOPERATION, None),  # no choice is cooperation
+    ("both L please", NO_COOPERATION, "L"),
+])
+def test_a_message_is_read_by_its_sessions_choices_and_points(text, reading, choice):
+    assert proposed_choice(text, reading) == choice

@@ -31,7 +31,7 @@ from lab.server import pause
 from lab.base.online_settings import is_online
 from lab.online.exit import on_last_page
 from lab.record.page_times import page_times
-from lab.experimenter.proposals import proposed_choice
+from lab.experimenter.proposals import proposed_choice, session_reading
 from lab.base.session_game import session_game
 from lab.base.session_settings import params
 
@@ -275,13 +275,14 @@ def _latest_proposals(tables, session, unsent: dict) -> dict:
     latest: dict[tuple, dict] = defaultdict(dict)
     rows = _columns(tables.Player, session, Message, Message.stage, Message.sent_in_time, Message.text,
                     Message.sender_code, Message.sender_kind, Message.receiver_code)
+    reading = session_reading(session)  # the session's choices, as its chat names them
     for r, stage, sent_in_time, text, sender, sender_kind, receiver in sorted(rows, key=lambda row: (row[0], row[1])):
         if r not in unsent:
             continue
         if sender_kind == "human":
             unsent[r][0] += not sent_in_time
             unsent[r][1] += 1
-        choice = proposed_choice(text) if sent_in_time else None
+        choice = proposed_choice(text, reading) if sent_in_time else None
         if choice:
             latest[(r, _pair_key(sender, receiver))][sender] = choice
     return latest
