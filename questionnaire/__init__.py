@@ -1,6 +1,8 @@
 """Questionnaires 1-7 (docs/protocol.md): norm estimates, perception of the associates, the 7C
 communication quality, "my associates were humans" (label-uninformed sessions only),
 familiarity with LLMs, the SVO slider measure (angle and category computed) and demographics.
+A session shows those its experiment lists (experiments/*.toml [questionnaires] pages), in this
+order, numbered as shown.
 """
 
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, models, widgets
@@ -8,6 +10,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 import protocol
 from lab import app_start
 from lab.shared_pages.pages import TranslatedTimer, texts_for
+from lab.base.session_game import frozen_experiment
 from lab.base.session_settings import params
 from lab.base.text import clean_text
 
@@ -87,17 +90,24 @@ def base_vars(player: Player, page_class) -> dict:
                 likert=C.LIKERT)
 
 
+def listed(player: Player, page: str) -> bool:
+    """The session's experiment lists the questionnaire page (its id in experiments/*.toml)."""
+    return page in frozen_experiment(player.session).design.questionnaires.pages
+
+
+def shown_when_listed(page: str):
+    """A page's ``is_displayed``: shown when the session's experiment lists it."""
+    return staticmethod(lambda player: listed(player, page))
+
+
 # PAGES
 class QuestionnairePage(TranslatedTimer, Page):
     form_model = "player"
     lab_online_questionnaire = True  # online: the questionnaire pages' limit (lab/base/online_settings.py)
 
-    @staticmethod
-    def is_displayed(player: Player):
-        return True
-
 
 class NormEstimates(QuestionnairePage):
+    is_displayed = shown_when_listed("norm_estimates")
     form_fields = NORM_FIELDS
 
     @staticmethod
@@ -114,6 +124,7 @@ class NormEstimates(QuestionnairePage):
 
 
 class Perception(QuestionnairePage):
+    is_displayed = shown_when_listed("perception")
     form_fields = PERCEPTION_FIELDS
     template_name = "questionnaire/Likert.html"
 
@@ -126,6 +137,7 @@ class Perception(QuestionnairePage):
 
 
 class CommunicationQuality(QuestionnairePage):
+    is_displayed = shown_when_listed("communication_quality")
     form_fields = SEVEN_C_FIELDS
     template_name = "questionnaire/Likert.html"
 
@@ -143,7 +155,7 @@ class BelievedHuman(QuestionnairePage):
 
     @staticmethod
     def is_displayed(player: Player):
-        return not params(player.session).informed
+        return listed(player, "believed_human") and not params(player.session).informed
 
     @staticmethod
     def vars_for_template(player: Player):
@@ -154,6 +166,7 @@ class BelievedHuman(QuestionnairePage):
 
 
 class Familiarity(QuestionnairePage):
+    is_displayed = shown_when_listed("familiarity")
     form_fields = ["llm_familiarity"]
 
     @staticmethod
@@ -166,6 +179,7 @@ class Familiarity(QuestionnairePage):
 
 
 class SocialValueOrientation(QuestionnairePage):
+    is_displayed = shown_when_listed("social_value_orientation")
     form_fields = SVO_FIELDS
 
     @staticmethod
@@ -194,6 +208,7 @@ def gender_choices(player: Player) -> list:
 
 
 class Demographics(QuestionnairePage):
+    is_displayed = shown_when_listed("demographics")
     form_fields = ["age", "gender", "major"]
 
     @staticmethod

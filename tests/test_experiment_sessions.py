@@ -57,6 +57,14 @@ def test_the_stag_hunt_is_played_paid_recorded_and_analysed_as_its_file_says(pro
     rules = [re.findall(r"receive[^.,]*", p) for p in decision_prompts]
     assert rules and all(r and all("70" not in x for x in r) and any("50" in x for x in r) for r in rules), rules[:2]
 
+    # Its questionnaires are the file's: no familiarity page, the others numbered as shown.
+    page_times = [row for path in folder.glob("PageTimes*.csv") for row in _rows(path)]
+    shown = {row["page_name"] for row in page_times if row["app_name"] == "questionnaire"}
+    assert "Familiarity" not in shown and {"SocialValueOrientation", "Demographics"} <= shown, shown
+    answers = [row for path in folder.glob("questionnaire_*.csv") for row in _rows(path)]
+    assert answers and all(not row["player.llm_familiarity"] for row in answers)
+    assert all(row["player.svo_angle"] for row in answers)
+
     package = _validate(folder / "datapackage.json")
     quiz = {f["name"]: f for r in package["resources"] if r["path"].startswith(f"instructions_{agents}")
             for f in r["schema"]["fields"]}

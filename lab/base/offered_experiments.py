@@ -1,13 +1,13 @@
 """Which experiments of experiments/ the lab's pages can run today, and why not the others.
 
 The pages read a session's game from its experiment (lab/base/session_game.py: payoffs, choices, the
-cooperative choice), and its agents' prompts come from it (agents/prompts.py); the games played,
-the matching, the chat, the labels' words, the personas, the questionnaires and the texts still
-come from protocol.py and the paper's files. A design that differs from experiments/paper.toml
+cooperative choice), its questionnaires too (questionnaire/), and its agents' prompts come from
+it (agents/prompts.py); the games played, the matching, the chat, the labels' words, the
+personas and the texts still come from protocol.py and the paper's files. A design that differs from experiments/paper.toml
 only where the lab follows the session (the payoffs, the agents' message length and the values a
 session config carries: rounds, limits, message length, money, the title, its config names, demo
-sizes), or runs a part of the paper's treatments or languages, runs; any other difference is named
-here, and settings.py does not offer the file on the create page (the server's log says why).
+sizes), or runs a part of the paper's treatments, languages or questionnaires, runs; any other
+difference is named here, and settings.py does not offer the file on the create page (the server's log says why).
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ def not_runnable(experiment, paper) -> list[str]:
     """What keeps the pages from running ``experiment`` (empty: it runs), compared with the paper's."""
     design, papers = experiment.design.model_dump(mode="json"), paper.design.model_dump(mode="json")
     found = [f"{field} differs from the paper's" for field in sorted(design)
-             if field not in FOLLOWED | SUBSETS | {"game", "schema_version"} and design[field] != papers[field]]
+             if field not in FOLLOWED | SUBSETS | {"game", "schema_version", "questionnaires"}
+             and design[field] != papers[field]]
+    found += questionnaires_not_followed(design["questionnaires"], papers["questionnaires"])
     found += [f"languages: {language} is not one of the paper's" for language in design["languages"]
               if language not in papers["languages"]]
     for field, values in design["treatments"].items():
@@ -41,6 +43,20 @@ def not_runnable(experiment, paper) -> list[str]:
               if design["payment"][field] != papers["payment"][field]]
     if bool(design["payment"]["norm_bonus"]) != bool(papers["payment"]["norm_bonus"]):
         found.append("payment.norm_bonus is off (the paper's texts announce a bonus)")
+    return found
+
+
+def questionnaires_not_followed(questionnaires: dict, papers: dict) -> list[str]:
+    """The questionnaire app shows the pages a file lists, in the app's (the paper's) order; the
+    payment page pays the norm estimates, on the paper's intervals."""
+    pages, paper_pages = list(questionnaires["pages"]), list(papers["pages"])
+    found = []
+    if pages != [page for page in paper_pages if page in pages]:
+        found.append(f"questionnaires.pages: the lab shows them in the paper's order ({', '.join(paper_pages)})")
+    if "norm_estimates" not in pages:
+        found.append("questionnaires.pages: norm_estimates is left out (the payment page pays the norm estimates)")
+    if questionnaires["norm_intervals"] != papers["norm_intervals"]:
+        found.append("questionnaires.norm_intervals differ from the paper's")
     return found
 
 
