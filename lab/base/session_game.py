@@ -110,3 +110,12 @@ def frozen_experiment(session):
     """The session's experiment as its record froze the file's text at creation (a session recorded
     before experiments were: the paper's file as it is now)."""
     return _frozen_once(_EXPERIMENTS, session, _experiment_of)
+
+
+def experiment_of(model):
+    """``frozen_experiment`` of a player's (group's, subsession's) session: pages ask on every
+    request, so once kept it is found by the session's code, without loading the session row."""
+    from lab.base.session_settings import session_code_of
+
+    found = _EXPERIMENTS.get(session_code_of(model))
+    return found if found is not None else frozen_experiment(model.session)
