@@ -98,14 +98,13 @@ def random_pairs(num_participants: int, rng: random.Random) -> list[tuple[int, i
     return [(order[i], order[i + 1]) for i in range(0, num_participants, 2)]
 
 
-def agent_seats_needed(matching: str, num_humans: int, rounds: int) -> int:
-    """Agent seats a game app creates: fixed partner, one per human for each of the two games (game
-    2's are others than game 1's); random, one per human; perfect strangers, ``agent_count``."""
+def agent_seat_numbers(matching: str, num_humans: int, rounds: int, game_index: int) -> range:
+    """The agent seats a game app creates (``game_index`` 1 or 2): fixed partner, one per human, game
+    2's others than game 1's (humans..2*humans-1); random, one per human; perfect strangers,
+    ``agent_count``."""
     if matching == FIXED_PARTNER:
-        return 2 * num_humans
-    if matching == RANDOM:
-        return num_humans
-    return agent_count(num_humans, rounds)
+        return range((game_index - 1) * num_humans, game_index * num_humans)
+    return range(num_humans if matching == RANDOM else agent_count(num_humans, rounds))
 
 
 def matched_agent_schedule(matching: str, num_humans: int, rounds: int, game_index: int,
