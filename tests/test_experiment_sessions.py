@@ -103,6 +103,9 @@ def test_a_fixed_partner_with_one_message_exchange_is_played_recorded_and_analys
         assert {row["stage"] for row in messages} == {"1"}, "one exchange: no message 2"
         senders = [(row["sender_code"], row["round"]) for row in messages]
         assert len(senders) == len(set(senders)) == 2 * humans_in_session * ROUNDS  # each side, each round
+        # The quiz's "can you meet the same associate twice within one game?": yes, with a fixed partner.
+        [quiz] = [path for path in folder.glob(f"instructions_{code}*.csv")]
+        assert {row["player.quiz_same_associate"] for row in _rows(quiz)} == {"1"}
         manifest = json.loads((folder / f"manifest_{code}.json").read_text(encoding="utf-8"))
         assert manifest["experiment"]["name"] == "fixed_partner_one_message"
         assert manifest["experiment"]["design_sha256"] == FIXED.canonical_hash

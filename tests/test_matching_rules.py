@@ -76,7 +76,3 @@ def test_an_online_session_of_a_fixed_partner_is_refused_with_the_reason():
     with pytest.raises(SessionConfigError, match="online sessions run perfect strangers only"):
         validate(_config(online=True, associate_type="fair", llm_provider="simulated"), 4)
 
-
-def test_the_quiz_s_same_associate_question_is_yes_for_a_fixed_partner():
-    assert FIXED.can_meet_same_associate_again
-    assert not load(EXPERIMENTS_DIR / "paper.toml").can_meet_same_associate_again
