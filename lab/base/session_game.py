@@ -115,7 +115,17 @@ def frozen_experiment(session):
 def experiment_of(model):
     """``frozen_experiment`` of a player's (group's, subsession's) session: pages ask on every
     request, so once kept it is found by the session's code, without loading the session row."""
+    from types import SimpleNamespace
+
     from lab.base.session_settings import session_code_of
 
-    found = _EXPERIMENTS.get(session_code_of(model))
-    return found if found is not None else frozen_experiment(model.session)
+    code = session_code_of(model)
+    found = _EXPERIMENTS.get(code)
+    return found if found is not None else frozen_experiment(SimpleNamespace(code=code))  # the code is all it reads
+
+
+def experiment_kept(model) -> bool:
+    """Whether ``experiment_of`` answers from what it keeps (the session's record is frozen)."""
+    from lab.base.session_settings import session_code_of
+
+    return session_code_of(model) in _EXPERIMENTS

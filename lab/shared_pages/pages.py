@@ -50,13 +50,13 @@ def _slot_texts(code: str, player, p: SessionParams) -> dict:
     found = _SLOT_TEXTS.get(code)
     if found is None:
         from experiment_design.texts import SLOT_KEYS, flat_key
-        from lab.base.session_game import experiment_of, frozen_record
+        from lab.base.session_game import experiment_kept, experiment_of
 
         experiment = experiment_of(player)
         values = {**text_params(p), **experiment.text_params(p.language)}
         found = {flat_key(SLOT_KEYS[slot]): i18n.text(p.language, experiment.text_key(slot), **values)
                  for slot in experiment.text_keys if experiment.text_key(slot) != flat_key(SLOT_KEYS[slot])}
-        if frozen_record(player.session) is not None:  # kept once the session's design is frozen
+        if experiment_kept(player):  # kept once the session's design is frozen
             _SLOT_TEXTS[code] = found
     return found
 
