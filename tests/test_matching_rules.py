@@ -60,8 +60,8 @@ def test_random_agents_are_a_new_permutation_each_round():
 
 
 def _config(**extra):
-    return dict(associate_type="human", label_setting="informed", game_order="WC-WoC", experiment=FIXED.name,
-                experiment_sha256=FIXED.text_sha256, **extra)
+    return {**dict(associate_type="human", label_setting="informed", game_order="WC-WoC", experiment=FIXED.name,
+                   experiment_sha256=FIXED.text_sha256), **extra}
 
 
 def test_a_fixed_partner_session_of_four_is_created_and_of_two_refused():

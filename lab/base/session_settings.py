@@ -252,14 +252,14 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
     from lab.base.online_settings import config_is_online, problem as online_problem
 
+    if config_is_online(merged) and experiment.matching != matching.PERFECT_STRANGERS:
+        raise SessionConfigError(f"experiments/{experiment.name}.toml's matching is {experiment.matching}: online "
+                                 "sessions run perfect strangers only. Run it in the lab (online false).")
     online_refusal = online_problem(merged, num_participants)
     if online_refusal:
         raise SessionConfigError(online_refusal)
     if merged.get("online"):
         validate_dropouts(merged)
-    if config_is_online(merged) and experiment.matching != matching.PERFECT_STRANGERS:
-        raise SessionConfigError(f"experiments/{experiment.name}.toml's matching is {experiment.matching}: online "
-                                 "sessions run perfect strangers only. Run it in the lab (online false).")
     if p.associate_type == "human" and not config_is_online(merged):  # online: cohorts (lab/online/lobby.py)
         try:
             if experiment.matching == matching.PERFECT_STRANGERS:
