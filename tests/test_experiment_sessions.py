@@ -90,7 +90,7 @@ def test_a_fixed_partner_with_one_message_exchange_is_played_recorded_and_analys
                    llm_provider="simulated")
     humans = _bots(project_copy, database_url, "fixed_partner_one_message_hh_uninformed_woc_first", 4, folder)
 
-    for code, humans_in_session in ((agents, 2), (humans, 4)):
+    for code, humans_in_session, senders_per_round in ((agents, 2, 4), (humans, 4, 4)):  # humans and agents
         decisions = _rows(folder / f"payment_custom_export_decisions_{code}.csv")
         human_rows = [row for row in decisions if row["player_kind"] == "human"]
         assert len(human_rows) == humans_in_session * 2 * ROUNDS
@@ -102,7 +102,7 @@ def test_a_fixed_partner_with_one_message_exchange_is_played_recorded_and_analys
         messages = _rows(folder / f"payment_custom_export_messages_{code}.csv")
         assert {row["stage"] for row in messages} == {"1"}, "one exchange: no message 2"
         senders = [(row["sender_code"], row["round"]) for row in messages]
-        assert len(senders) == len(set(senders)) == 2 * humans_in_session * ROUNDS  # each side, each round
+        assert len(senders) == len(set(senders)) == senders_per_round * ROUNDS  # each side, each round
         # The quiz's "can you meet the same associate twice within one game?": yes, with a fixed partner.
         [quiz] = [path for path in folder.glob(f"instructions_{code}*.csv")]
         assert {row["player.quiz_same_associate"] for row in _rows(quiz)} == {"1"}
