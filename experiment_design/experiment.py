@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from experiment_design.schema import HUMAN, NAME_PATTERN, Design, LabelSetting, 
 from experiment_design.sizes import least_human_participants, session_size_problem
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent  # the folder of experiments/, locale/ and prompts/
-EXPERIMENTS_DIR = PROJECT_DIR / "experiments"
+# LAB_EXPERIMENTS_DIR: another folder of experiment files (a test's own designs), read instead of experiments/.
+EXPERIMENTS_DIR = Path(os.environ.get("LAB_EXPERIMENTS_DIR") or PROJECT_DIR / "experiments")
 SUFFIX = ".toml"
 BYTE_ORDER_MARK = "\ufeff"
 

@@ -1,7 +1,8 @@
 """The prisoner's dilemma with pre-play chat (WC): message 1, read 1, message 2, read 2,
-decision, result, every stage bounded by the session's limits and enforced by the server.
+decision, result, every stage bounded by the session's limits and enforced by the server. A
+design of one message exchange (its experiment's ``chat_exchanges``) skips message 2 and read 2.
 
-A new associate every round (perfect strangers). Messages are ``Message`` rows, kept whether
+The associate is the experiment's matching's (lab/base/matching.py). Messages are ``Message`` rows, kept whether
 or not they were sent in time; the associate's message is shown as plain text.
 """
 
@@ -18,7 +19,7 @@ from lab.agent_runtime import wait_pages
 from lab.online import dropouts
 from lab import agent_runtime as agents
 from lab.shared_pages import game as lab_game
-from lab.shared_pages.game import is_played, stage_timeout
+from lab.shared_pages.game import chat_exchanges, is_played, stage_timeout
 from lab.shared_pages.pages import TranslatedTimer
 from lab.base.session_settings import max_rounds_per_game, params, params_of
 from lab.base.text import clean_text
@@ -173,7 +174,7 @@ def read_round(player: Player) -> dict:
     """Both stages' messages as the pages show them (``read_vars``), from one query: the decision
     page lists them (lab/shared_pages/game.py, ``RoundMessages``)."""
     messages = round_messages(player)
-    return {stage: read_vars(player, stage, messages) for stage in (1, 2)}
+    return {stage: read_vars(player, stage, messages) for stage in range(1, chat_exchanges(player) + 1)}
 
 
 # PAGES
@@ -192,7 +193,7 @@ def _message_page(stage: int):
 
         @staticmethod
         def is_displayed(player: Player):
-            return is_played(player)
+            return is_played(player) and stage <= chat_exchanges(player)
 
         @staticmethod
         def get_timeout_seconds(player: Player):
@@ -229,7 +230,7 @@ def _message_page(stage: int):
             if player.associate_kind == "agent":
                 # The agent's next turn starts as soon as this message is in.
                 agents.ensure_turn(player, TABLES, f"message_{stage}")
-                agents.ensure_turn(player, TABLES, "message_2" if stage == 1 else "decision")
+                agents.ensure_turn(player, TABLES, next_turn(player, stage))
 
     MessagePage.__name__ = f"Message{stage}"
     MessagePage.__qualname__ = MessagePage.__name__
@@ -254,7 +255,7 @@ def _read_page(stage: int):
 
         @staticmethod
         def is_displayed(player: Player):
-            return is_played(player)
+            return is_played(player) and stage <= chat_exchanges(player)
 
         @staticmethod
         def get_timeout_seconds(player: Player):
@@ -276,13 +277,23 @@ def finish_agent_round(player: Player):
     agents.finish_round(player, TABLES)
 
 
+def next_turn(player: Player, stage: int) -> str:
+    """The agent's turn after its message ``stage``: the next message, or the decision after the last."""
+    return "decision" if stage >= chat_exchanges(player) else f"message_{stage + 1}"
+
+
+def start_turn_after_message_1(player: Player):
+    agents.ensure_turn(player, TABLES, next_turn(player, 1))
+
+
 Message1 = _message_page(1)
 Message2 = _message_page(2)
 Read1 = _read_page(1)
 Read2 = _read_page(2)
 # One wait for either kind of associate (label-uninformed sessions stay blind); see lab/agent_runtime/wait_pages.py.
-WaitMessage1 = wait_pages.wait_page(TABLES, "message_1", then="message_2", name="WaitMessage1")
-WaitMessage2 = wait_pages.wait_page(TABLES, "message_2", then="decision", name="WaitMessage2")
+WaitMessage1 = wait_pages.wait_page(TABLES, "message_1", then=start_turn_after_message_1, name="WaitMessage1")
+WaitMessage2 = wait_pages.wait_page(TABLES, "message_2", then="decision", name="WaitMessage2",
+                                    displayed=lambda player: chat_exchanges(player) >= 2)
 WaitDecision = wait_pages.wait_page(TABLES, "decision", then=finish_agent_round, name="WaitDecision",
                                      after_humans=lab_game.settle_pair)
 

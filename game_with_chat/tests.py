@@ -3,7 +3,7 @@ import html
 from otree.api import Bot, Submission, expect
 
 from lab.agent_runtime import bots
-from lab.shared_pages.game import game_total
+from lab.shared_pages.game import chat_exchanges, game_total
 from lab.base.session_game import session_game
 from . import (TABLES, Decision, GameIntro, Message, Message1, Message2, Read1, Read2, Result, own_message,
                received_message)
@@ -28,7 +28,10 @@ class PlayerBot(Bot):
             yield GameIntro
         if not bots.plays_round(self.player):
             return
-        for stage, page, read_page in ((1, Message1, Read1), (2, Message2, Read2)):
+        # One message exchange (the session's experiment): no Message2 or Read2 (oTree's bots fail a
+        # submission of a page not displayed).
+        stages = ((1, Message1, Read1), (2, Message2, Read2))[:chat_exchanges(self.player)]
+        for stage, page, read_page in stages:
             text = bots.scripted_message(self.player, stage)
             if bots.times_out_message(self.player, stage):
                 yield Submission(page, {f"message_{stage}": "half-typed"}, timeout_happened=True)

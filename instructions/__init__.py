@@ -18,7 +18,7 @@ from lab.online import lobby as online_lobby
 from lab.base.online_settings import has_lobby, is_online
 from lab.shared_pages.pages import TranslatedTimer, texts_for
 from lab.base.payoff_table import payoff_table_vars
-from lab.base.session_game import session_game
+from lab.base.session_game import frozen_experiment, session_game
 
 doc = __doc__
 
@@ -105,7 +105,8 @@ quiz_AB_choices = quiz_BA_choices = quiz_BB_choices = quiz_AA_choices
 def quiz_answer_key(session) -> dict:
     game = session_game(session)
     key = {f"quiz_{own}{other}": game.points(own, other)[0] for own, other in C.QUIZ_CASES}
-    key["quiz_same_associate"] = False
+    # Yes with a fixed partner (every round of a game) or random pairs; no for perfect strangers.
+    key["quiz_same_associate"] = frozen_experiment(session).can_meet_same_associate_again
     return key
 
 

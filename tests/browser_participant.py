@@ -38,6 +38,10 @@ class Script:
     # what comes back (``rejected_demographics``) before answering properly.
     reject_age_first: bool = False
     rejected_demographics: dict = field(default_factory=dict)
+    # The quiz's answers (the paper's right ones unless given) and the pages whose text is kept.
+    quiz_answers: dict = field(default_factory=lambda: dict(QUIZ_ANSWERS))
+    keep_text_of: tuple = ()
+    page_texts: dict = field(default_factory=dict)
 
 
 async def launch_browser(playwright):
@@ -79,6 +83,8 @@ async def play(page, start_url: str, script: Script, *, timeout: float = 180) ->
             script.waited_seconds.setdefault(name, []).append(time.monotonic() - started)
             continue
         await note_page_frame(page, script)
+        if name in script.keep_text_of:
+            script.page_texts.setdefault(name, []).append(await page.locator("body").inner_text())
         await answer(page, name, script)
         await leave(page, url_before, timeout)
     raise AssertionError(f"participant did not reach the payment page; pages seen: {script.pages[-10:]}")
@@ -165,7 +171,7 @@ async def answer(page, name: str, script: Script) -> None:
                                     for key in ("own-choice", "associate-choice", "own-points")})
         await page.click(".otree-btn-next")
     elif name == "Quiz":
-        for field_name, value in QUIZ_ANSWERS.items():
+        for field_name, value in script.quiz_answers.items():
             await page.check(f"input[name={field_name}][value='{value}']")
         await page.click(".otree-btn-next")
     elif name == "NormEstimates":

@@ -73,3 +73,62 @@ def test_the_stag_hunt_is_played_paid_recorded_and_analysed_as_its_file_says(pro
     from analysis.__main__ import main as analysis_main
 
     assert analysis_main([str(folder), "--out", str(tmp_path / "report")]) == 0
+
+
+FIXED = load(EXPERIMENTS_DIR / "fixed_partner_one_message.toml")
+
+
+def _partners_by_game(decisions: list[dict]) -> dict:
+    """Each human's associates, by game: {player_code: {game: {associate codes}}}."""
+    found: dict = {}
+    for row in decisions:
+        if row["player_kind"] == "human":
+            found.setdefault(row["player_code"], {}).setdefault(row["game"], set()).add(row["associate_code"])
+    return found
+
+
+@pytest.mark.server
+def test_a_fixed_partner_with_one_message_exchange_is_played_recorded_and_analysed(project_copy, database_url,
+                                                                                  tmp_path):
+    """Example 2 (experiments/fixed_partner_one_message.toml), H-H and H-F: each human meets one
+    associate in every round of a game and another in the other game; one message each way per round,
+    no second exchange; the package valid and analysed."""
+    folder = tmp_path / "export"
+    agents = _bots(project_copy, database_url, "fixed_partner_one_message_hf_informed_wc_first", 2, folder,
+                   llm_provider="simulated")
+    humans = _bots(project_copy, database_url, "fixed_partner_one_message_hh_uninformed_woc_first", 4, folder)
+
+    for code, humans_in_session, senders_per_round in ((agents, 2, 4), (humans, 4, 4)):  # humans and agents
+        decisions = _rows(folder / f"payment_custom_export_decisions_{code}.csv")
+        human_rows = [row for row in decisions if row["player_kind"] == "human"]
+        assert len(human_rows) == humans_in_session * 2 * ROUNDS
+        partners = _partners_by_game(decisions)
+        assert len(partners) == humans_in_session
+        for games in partners.values():
+            assert sorted(games) == ["WC", "WoC"] and all(len(met) == 1 for met in games.values()), partners
+            assert games["WC"] != games["WoC"], "the second game's partner is not the first's"
+        messages = _rows(folder / f"payment_custom_export_messages_{code}.csv")
+        assert {row["stage"] for row in messages} == {"1"}, "one exchange: no message 2"
+        senders = [(row["sender_code"], row["round"]) for row in messages]
+        assert len(senders) == len(set(senders)) == senders_per_round * ROUNDS  # each side, each round
+        # The quiz's "can you meet the same associate twice within one game?": yes, with a fixed partner.
+        [quiz] = [path for path in folder.glob(f"instructions_{code}*.csv")]
+        assert {row["player.quiz_same_associate"] for row in _rows(quiz)} == {"1"}
+        manifest = json.loads((folder / f"manifest_{code}.json").read_text(encoding="utf-8"))
+        assert manifest["experiment"]["name"] == "fixed_partner_one_message"
+        assert manifest["experiment"]["design_sha256"] == FIXED.canonical_hash
+
+    # Each agent met one human, in every round of its game; the agents took no second message turn.
+    agent_rows = [row for row in _rows(folder / f"payment_custom_export_decisions_{agents}.csv")
+                  if row["player_kind"] == "agent"]
+    met: dict = {}
+    for row in agent_rows:
+        met.setdefault((row["player_code"], row["game"]), set()).add(row["associate_code"])
+    assert len(met) == 4 and all(len(humans_met) == 1 for humans_met in met.values()), met
+    turns = {row["turn"] for row in _rows(folder / f"payment_custom_export_llm_calls_{agents}.csv")}
+    assert turns == {"message_1", "decision"}
+
+    _validate(folder / "datapackage.json")
+    from analysis.__main__ import main as analysis_main
+
+    assert analysis_main([str(folder), "--out", str(tmp_path / "report")]) == 0

@@ -35,20 +35,28 @@ def test_other_payoffs_and_a_part_of_the_paper_s_treatments_run():
 def test_the_shipped_examples_say_what_keeps_them_from_running():
     examples = {name: load(EXPERIMENTS_DIR / f"{name}.toml")
                 for name in ("stag_hunt", "fixed_partner_one_message", "tit_for_tat_en")}
-    assert not_runnable(examples["fixed_partner_one_message"], PAPER) == [
-        "games differs from the paper's", "matching differs from the paper's"]
+    assert not_runnable(examples["fixed_partner_one_message"], PAPER) == []
     tft = not_runnable(examples["tit_for_tat_en"], PAPER)
     assert "personas differs from the paper's" in tft and "treatments.associate_types: tit_for_tat is not one of " \
         "the paper's" in tft
     assert not_runnable(examples["stag_hunt"], PAPER) == []
-    assert offered({"paper": PAPER, **examples}) == ("paper", "stag_hunt")
+    assert offered({"paper": PAPER, **examples}) == ("paper", "fixed_partner_one_message", "stag_hunt")
 
 
 def test_a_config_of_a_file_not_offered_is_refused_with_the_reason():
     from lab.base.offered_experiments import why_not_offered
 
-    reason = why_not_offered("fixed_partner_one_message_hf_informed_wc_first")
-    assert reason.startswith("it is a session config of experiments/fixed_partner_one_message.toml, which the lab's "
-                             "pages cannot run yet (games differs from the paper's; matching differs")
+    reason = why_not_offered("tft_hh_informed_wc_first")
+    assert reason.startswith("it is a session config of experiments/tit_for_tat_en.toml, which the lab's "
+                             "pages cannot run yet (agents differs from the paper's; labels differs")
+    assert why_not_offered("fixed_partner_one_message_hf_informed_wc_first") is None  # offered
     assert why_not_offered("stag_hunt_hf_informed_wc_first") is None  # offered
     assert why_not_offered("no_such_config") is None
+
+
+def test_matching_and_message_exchanges_run_but_not_a_single_game():
+    fixed = ('matching = "perfect_strangers"', 'matching = "random"  #')
+    assert not_runnable(_variant(fixed), PAPER) == []
+    one_game = _variant(("[[games]]\nchat_exchanges = 0", "#"),
+                        ('game_orders = [["WC", "WoC"], ["WoC", "WC"]]', 'game_orders = [["WC"]]'))
+    assert not_runnable(one_game, PAPER)[0].startswith("games differs from the paper's (the lab runs two games")

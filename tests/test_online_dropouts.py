@@ -419,3 +419,38 @@ def test_experimenter_marks_dropped_with_the_login(lab_server):
     assert players[partner].done and players[partner].completion_code == CODES["completed"]
     decisions = admin.export("custom_export_decisions", code)
     assert {(d["player_code"], d["stand_in"]) for d in decisions} == {(partner, "False"), (dropout, "True")}
+
+
+@pytest.mark.server
+def test_one_message_exchange_stand_in_takes_the_seat_with_no_message_2(lab_server, tmp_path, database_url):
+    """A perfect-strangers design of one message exchange, online: the stand-in that takes a dropped
+    seat goes on to the decision (no second message is waited for), and everyone else finishes."""
+    from experiment_design import EXPERIMENTS_DIR
+
+    text = (EXPERIMENTS_DIR / "paper.toml").read_text(encoding="utf-8")
+    for old, new in (('session_config_prefix = ""', 'session_config_prefix = "one_message_"'),
+                     ("chat_exchanges = 2", "chat_exchanges = 1"), ("message_2 = 60\n", ""), ("read_2 = 30\n", "")):
+        assert old in text, old
+        text = text.replace(old, new)
+    designs = tmp_path / "experiments"  # the server reads these instead of the project's experiments/
+    designs.mkdir()
+    (designs / "paper.toml").write_text((EXPERIMENTS_DIR / "paper.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    (designs / "one_message.toml").write_text(text, encoding="utf-8")
+    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="2", LAB_EXPERIMENTS_DIR=str(designs))
+    stages = {key: value for key, value in ONLINE.items() if not key.startswith(("message_2", "read_2"))}
+    session = server.create_session("one_message_hh_informed_wc_first", 4, **stages)
+    # Gone at round 1's decision: dropped at round 2's message 1 (the second timed-out page), so the
+    # stand-in takes the seat in the middle of a round, after the seat's only message.
+    players, dropout = play_all(server, session, leave_page="Decision")
+    remaining = [c for c in players if c != dropout]
+    assert all(players[c].done and players[c].completion_code == CODES["completed"] for c in remaining)
+    assert not any("Message2" in url for c in remaining for url in players[c].html)
+
+    data = exports(server, session["code"])
+    assert {m["stage"] for m in data["messages"]} == {"1"}
+    stand_in = [d for d in data["decisions"] if d["stand_in"] == "True"]
+    assert len(stand_in) >= 3 and {d["player_code"] for d in stand_in} == {dropout}
+    # Each of the stand-in's decisions is the model's answer, in time: none waited for a message 2.
+    assert all(d["choice"] in protocol.CHOICES and d["timed_out"] == "False" for d in stand_in), stand_in
+    turns = {c["turn"] for c in data["llm_calls"]}
+    assert "decision" in turns and "message_2" not in turns, turns

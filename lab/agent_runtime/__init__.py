@@ -11,7 +11,8 @@ Design (docs/lab-agents.md):
   a turn whose result was lost is redone from the last settled memory if time remains, or
   resolved by the fallback (no message / random choice, flagged) if not.
 - A turn starts as soon as its inputs exist: message 1 at the round's start, message 2 once
-  the human's message 1 is in (or timed out), the decision once both second messages are in.
+  the human's message 1 is in (or timed out), the decision once both second messages are in
+  (both first messages where the session's experiment has one exchange).
   The agent has the human's stage limits; the human waits on the game's wait page
   (lab/agent_runtime/wait_pages.py) only while a turn is running and never past its deadline.
 - At server start (``resume_at_startup``, before the first request) every turn still

@@ -38,14 +38,17 @@ def create_seats(subsession, tables: GameTables) -> None:
     """creating_session, round 1: one agent per seat, fresh memory for this game."""
     p = params(subsession.session)
     _session_model(subsession.session)  # builds the client now, not in a participant's request
-    from lab.base.matching import agent_count
+    from lab.base.matching import agent_seat_numbers
     from lab.base.online_settings import is_online
+    from lab.base.session_settings import session_experiment
 
     language = AGENT_LANGUAGE[p.language]
     humans = len(subsession.get_players())
     # Online: every participant has agents of their own (lab.base.matching.private_agent_schedule).
-    count = humans * p.rounds_per_game if is_online(subsession.session) else agent_count(humans, p.rounds_per_game)
-    for seat in range(count):
+    rule = session_experiment(subsession.session.config).matching
+    seats = range(humans * p.rounds_per_game) if is_online(subsession.session) else agent_seat_numbers(
+        rule, humans, p.rounds_per_game, p.game_index(tables.game))
+    for seat in seats:
         agent_id = lab_game.agent_id(seat)
         agent = PersonaAgent(agent_id, p.associate_type, model=None, language=language,
                              with_communication=tables.with_chat, seed=_agent_seed(subsession.session.code, tables.game, seat),

@@ -91,8 +91,9 @@ def inputs(player, tables: GameTables, kind: str) -> Optional[dict]:
     """The turn's inputs if they all exist yet, else None."""
     if kind == TurnKind.MESSAGE_1.value or not tables.with_chat:
         return {}
-    previous = TurnKind.MESSAGE_1.value if kind == TurnKind.MESSAGE_2.value else TurnKind.MESSAGE_2.value
-    stage = 1 if kind == TurnKind.MESSAGE_2.value else 2
+    # The decision follows the last exchange: message 2, or message 1 where one exchange is the chat.
+    stage = 1 if kind == TurnKind.MESSAGE_2.value else lab_game.chat_exchanges(player, tables.game)
+    previous = f"message_{stage}"
     earlier_turn = find_turn(player, tables, previous)
     message = human_message(player, tables, stage)
     if earlier_turn is None or earlier_turn.status not in FINAL_STATUSES or message is None:

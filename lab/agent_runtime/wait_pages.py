@@ -38,10 +38,11 @@ from lab.shared_pages.pages import texts_for
 from lab.base.session_settings import params_of
 
 
-def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_humans=None):
+def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_humans=None, displayed=None):
     """The wait for the associate's ``kind`` stage (a message or the decision). For an agent,
     once its turn is settled, ``then`` starts its next turn (a turn kind) or is called (a
-    function of the player); for a human pair, ``after_humans(group)`` runs when both are in."""
+    function of the player); for a human pair, ``after_humans(group)`` runs when both are in.
+    ``displayed(player)`` False: the round has no such stage (one message exchange, no message 2)."""
 
     def settle_agent(player) -> None:
         agents.settle_or_fallback(player, tables, kind)
@@ -55,7 +56,7 @@ def wait_page(tables: agents.GameTables, kind: str, *, then, name: str, after_hu
 
         @staticmethod
         def is_displayed(player):
-            if not lab_game.is_played(player):
+            if not lab_game.is_played(player) or displayed is not None and not displayed(player):
                 return False
             if player.associate_kind != "agent":
                 return True

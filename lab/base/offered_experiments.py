@@ -1,13 +1,15 @@
 """Which experiments of experiments/ the lab's pages can run today, and why not the others.
 
 The pages read a session's game from its experiment (lab/base/session_game.py: payoffs, choices, the
-cooperative choice), its questionnaires too (questionnaire/), and its agents' prompts come from
-it (agents/prompts.py); the games played, the matching, the chat, the labels' words, the
-personas and the texts still come from protocol.py and the paper's files. A design that differs from experiments/paper.toml
-only where the lab follows the session (the payoffs, the agents' message length and the values a
-session config carries: rounds, limits, message length, money, the title, its config names, demo
-sizes), or runs a part of the paper's treatments, languages or questionnaires, runs; any other
-difference is named here, and settings.py does not offer the file on the create page (the server's log says why).
+cooperative choice), its matching (lab/base/matching.py), its chat game's message exchanges (one or
+two) and its texts' slots (lab/shared_pages/pages.py), its questionnaires (questionnaire/), and its
+agents' prompts come from it (agents/prompts.py); the labels' words and the personas still come
+from protocol.py and the paper's files. A design that differs from experiments/paper.toml only
+where the lab follows the session (the payoffs, the matching, the exchanges of a game with chat
+beside one without, the agents' message length and the values a session config carries: rounds,
+limits, message length, money, the title, its config names, demo sizes), or runs a part of the
+paper's treatments, languages or questionnaires, runs; any other difference is named here, and
+settings.py does not offer the file on the create page (the server's log says why).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import logging
 logger = logging.getLogger("lab.experiments")
 
 # What the pages read from the session (or its config): a design may differ there.
-FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payment", "demo_participants"}
+FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payment", "demo_participants",
+            "matching"}
 # A design may run a part of the paper's: some of its treatments, one of its languages.
 SUBSETS = {"treatments", "languages"}
 FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
@@ -29,9 +32,12 @@ def not_runnable(experiment, paper) -> list[str]:
     """What keeps the pages from running ``experiment`` (empty: it runs), compared with the paper's."""
     design, papers = experiment.design.model_dump(mode="json"), paper.design.model_dump(mode="json")
     found = [f"{field} differs from the paper's" for field in sorted(design)
-             if field not in FOLLOWED | SUBSETS | {"game", "schema_version", "questionnaires"}
+             if field not in FOLLOWED | SUBSETS | {"game", "games", "schema_version", "questionnaires"}
              and design[field] != papers[field]]
     found += questionnaires_not_followed(design["questionnaires"], papers["questionnaires"])
+    if sorted(game.game_id for game in experiment.design.games) != sorted(paper.game_ids):
+        found.append("games differs from the paper's (the lab runs two games: one with chat, of one or two "
+                     "message exchanges, and one without)")
     found += [f"languages: {language} is not one of the paper's" for language in design["languages"]
               if language not in papers["languages"]]
     for field, values in design["treatments"].items():

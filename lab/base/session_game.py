@@ -110,3 +110,22 @@ def frozen_experiment(session):
     """The session's experiment as its record froze the file's text at creation (a session recorded
     before experiments were: the paper's file as it is now)."""
     return _frozen_once(_EXPERIMENTS, session, _experiment_of)
+
+
+def experiment_of(model):
+    """``frozen_experiment`` of a player's (group's, subsession's) session: pages ask on every
+    request, so once kept it is found by the session's code, without loading the session row."""
+    from types import SimpleNamespace
+
+    from lab.base.session_settings import session_code_of
+
+    code = session_code_of(model)
+    found = _EXPERIMENTS.get(code)
+    return found if found is not None else frozen_experiment(SimpleNamespace(code=code))  # the code is all it reads
+
+
+def experiment_kept(model) -> bool:
+    """Whether ``experiment_of`` answers from what it keeps (the session's record is frozen)."""
+    from lab.base.session_settings import session_code_of
+
+    return session_code_of(model) in _EXPERIMENTS

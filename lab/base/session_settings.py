@@ -237,7 +237,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         if not ok:
             raise SessionConfigError(f"Session config '{key}' is {merged.get(key)!r}; it must be {expected}.")
     check_values(merged)
-    session_experiment(merged)
+    experiment = session_experiment(merged)
     try:
         p = params_from_config(merged)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -252,6 +252,9 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
     from lab.base.online_settings import config_is_online, problem as online_problem
 
+    if config_is_online(merged) and experiment.matching != matching.PERFECT_STRANGERS:
+        raise SessionConfigError(f"experiments/{experiment.name}.toml's matching is {experiment.matching}: online "
+                                 "sessions run perfect strangers only. Run it in the lab (online false).")
     online_refusal = online_problem(merged, num_participants)
     if online_refusal:
         raise SessionConfigError(online_refusal)
@@ -259,7 +262,11 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         validate_dropouts(merged)
     if p.associate_type == "human" and not config_is_online(merged):  # online: cohorts (lab/online/lobby.py)
         try:
-            matching.check_perfect_stranger_possible(num_participants, p.rounds_per_game)
+            if experiment.matching == matching.PERFECT_STRANGERS:
+                matching.check_perfect_stranger_possible(num_participants, p.rounds_per_game)
+            elif (problem := experiment.session_size_problem("human", num_participants)) is not None:
+                raise matching.MatchingError(f"A human-human session of experiments/{experiment.name}.toml: "
+                                             f"{problem}.")
         except matching.MatchingError as exc:
             raise SessionConfigError(str(exc)) from None
     if p.associate_type == "human" and merged.get("online") and merged.get("stand_in") == "agent":

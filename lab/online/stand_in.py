@@ -166,7 +166,8 @@ def _record_played_stages(seat_player, partner, tables, seat) -> str:
     rounds = state.setdefault("rounds", {})
     this_round = rounds.setdefault(str(seat_player.round_number), {})
     first_kind = "message_1"
-    for stage in (1, 2):
+    exchanges = lab_game.chat_exchanges(seat_player, tables.game)
+    for stage in range(1, exchanges + 1):
         rows = tables.Message.filter(player=seat_player, stage=stage, sender_kind="human")
         if not rows:
             break
@@ -180,7 +181,7 @@ def _record_played_stages(seat_player, partner, tables, seat) -> str:
         if stage == 1:
             received = tables.Message.filter(player=partner, stage=1, sender_kind="human")
             this_round["associate_message_1"] = received[0].text if received and received[0].sent_in_time else None
-        first_kind = "message_2" if stage == 1 else "decision"
+        first_kind = f"message_{stage + 1}" if stage < exchanges else "decision"
     seat.state = json.dumps(state, ensure_ascii=False)
     seat.updated_at = time.time()
     return first_kind

@@ -21,8 +21,8 @@ from lab.base import app_registry
 from lab.base.grouping import set_group_matrix
 from lab.shared_pages.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.base.payoff_table import payoff_table_vars
-from lab.base.session_game import session_game
-from lab.base.session_settings import forget_session_id, params, params_of
+from lab.base.session_game import experiment_of, session_game
+from lab.base.session_settings import forget_session_id, params, params_of, session_experiment
 from lab.base.online_settings import has_lobby, is_online, page_waits_per_group
 from lab.shared_pages.wait_for_all import MovesEveryoneOn
 
@@ -61,6 +61,11 @@ def is_played(player) -> bool:
     return player.round_number <= params_of(player).rounds_per_game
 
 
+def chat_exchanges(player, game: str = "WC") -> int:
+    """Message exchanges per round of the session's game ``game`` (its experiment's: 1 or 2 with chat)."""
+    return experiment_of(player).chat_exchanges(game)
+
+
 def next_app_after_last_round(player, upcoming_apps: list):
     """Result page: after the session's last round go straight to the next app, instead of
     letting oTree step through every unplayed round up to NUM_ROUNDS."""
@@ -89,23 +94,38 @@ def set_round_matching(subsession, game: str) -> None:
         # Online H-H: nobody is paired until their cohort forms in the lobby (lab/online/lobby.py).
         set_group_matrix(subsession, [[pl] for pl in players])
         return
+    rule = session_experiment(subsession.session.config).matching
+    if rule == matching.FIXED_PARTNER:  # one draw for both games: game 2's partner is not game 1's
+        rng = game_rng(subsession.session.code, "both-games", "matching")
     if p.with_agents:
-        # Online, participants go at their own pace: each has agents of their own (no waiting).
-        schedule = matching.private_agent_schedule if is_online(subsession.session) else matching.agent_schedule
-        seats = schedule(len(players), p.rounds_per_game, rng)[round_index]
+        if is_online(subsession.session):
+            # Online, participants go at their own pace: each has agents of their own (no waiting).
+            seats = matching.private_agent_schedule(len(players), p.rounds_per_game, rng)[round_index]
+        else:
+            seats = matching.matched_agent_schedule(rule, len(players), p.rounds_per_game, p.game_index(game),
+                                                    rng)[round_index]
         set_group_matrix(subsession, [[pl] for pl in players])
         for pl, seat in zip(players, seats):
             pl.associate_kind = "agent"
             pl.agent_seat = seat
             pl.associate_code = agent_id(seat)
     else:
-        pairs = matching.perfect_stranger_pairs(len(players), p.rounds_per_game, rng)[round_index]
+        pairs = round_pairs(rule, len(players), p, game, round_index, rng)
         set_group_matrix(subsession, [[players[a], players[b]] for a, b in pairs])
         for pl in players:
             pl.associate_kind = "human"
         for a, b in pairs:
             players[a].associate_code = participants[players[b].participant_id][1]
             players[b].associate_code = participants[players[a].participant_id][1]
+
+
+def round_pairs(rule: str, num_players: int, p, game: str, round_index: int, rng) -> list[tuple[int, int]]:
+    """An H-H round's pairs by the experiment's matching rule (lab/base/matching.py)."""
+    if rule == matching.FIXED_PARTNER:
+        return matching.fixed_partner_pairs(num_players, p.game_index(game), rng)
+    if rule == matching.RANDOM:
+        return [matching.random_pairs(num_players, rng) for _ in range(round_index + 1)][round_index]
+    return matching.perfect_stranger_pairs(num_players, p.rounds_per_game, rng)[round_index]
 
 
 def agent_id(seat: int) -> str:

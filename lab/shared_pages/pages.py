@@ -7,7 +7,7 @@ from sqlalchemy import bindparam
 import protocol
 from lab.base import i18n
 from lab.server import pause
-from lab.base.session_settings import SessionParams, params_of
+from lab.base.session_settings import SessionParams, params_of, session_code_of
 
 
 def text_params(p: SessionParams) -> dict:
@@ -33,8 +33,32 @@ def _money(x: float) -> str:
 
 
 def texts_for(player) -> dict:
+    """Every text of the session's language, its placeholders filled in; where the session's design
+    differs from the paper's (experiment_design/texts.py: its slots), the paper's key holds the
+    design's text, so the templates ask the same keys for every design."""
     p = params_of(player)
-    return i18n.texts(p.language, **text_params(p))
+    found = i18n.texts(p.language, **text_params(p))
+    found.update(_slot_texts(session_code_of(player), player, p))
+    return found
+
+
+_SLOT_TEXTS: dict[str, dict] = {}
+
+
+def _slot_texts(code: str, player, p: SessionParams) -> dict:
+    """The session's design's slot texts under the paper's keys (empty for the paper's design)."""
+    found = _SLOT_TEXTS.get(code)
+    if found is None:
+        from experiment_design.texts import SLOT_KEYS, flat_key
+        from lab.base.session_game import experiment_kept, experiment_of
+
+        experiment = experiment_of(player)
+        values = {**text_params(p), **experiment.text_params(p.language)}
+        found = {flat_key(SLOT_KEYS[slot]): i18n.text(p.language, experiment.text_key(slot), **values)
+                 for slot in experiment.text_keys if experiment.text_key(slot) != flat_key(SLOT_KEYS[slot])}
+        if experiment_kept(player):  # kept once the session's design is frozen
+            _SLOT_TEXTS[code] = found
+    return found
 
 
 def associates_wording(p: SessionParams) -> str:
