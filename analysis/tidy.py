@@ -93,7 +93,8 @@ def _attach_messages(conversations: pd.DataFrame, messages: pd.DataFrame) -> pd.
         for stage in (1, 2):
             texts = merged[merged["stage"] == stage].drop_duplicates("conversation_id")
             conversations[f"{side}_message_{stage}"] = (
-                conversations["conversation_id"].map(texts.set_index("conversation_id")["text"]).fillna(""))
+                conversations["conversation_id"].map(texts.set_index("conversation_id")["text"])
+                .astype(object).fillna(""))  # object: with one exchange, stage 2 maps to no text at all
     return conversations
 
 
