@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ from experiment_design.sizes import least_human_participants, session_size_probl
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent  # the folder of experiments/, locale/ and prompts/
 EXPERIMENTS_DIR = PROJECT_DIR / "experiments"
+# The tests' own experiment files, which a server reads only when LAB_TEST_EXPERIMENTS=1 and never in
+# production (OTREE_PRODUCTION): a lab's create page never offers them.
+TEST_EXPERIMENTS_DIR = PROJECT_DIR / "tests" / "data" / "experiments"
+TEST_EXPERIMENTS_VARIABLE = "LAB_TEST_EXPERIMENTS"
 SUFFIX = ".toml"
 BYTE_ORDER_MARK = "\ufeff"
 
@@ -273,6 +278,19 @@ def load(path: Path | str) -> Experiment:
     """The experiment of a file; OSError if it cannot be read, ExperimentError for its problems."""
     path = Path(path)
     return load_text(read_text(path), path.stem)
+
+
+def test_experiments_enabled(environ=None) -> bool:
+    """Whether this process reads the tests' experiment files too (TEST_EXPERIMENTS_VARIABLE)."""
+    environ = os.environ if environ is None else environ
+    return environ.get(TEST_EXPERIMENTS_VARIABLE) == "1" and environ.get("OTREE_PRODUCTION", "") in ("", "0")
+
+
+def experiment_path(name: str) -> Path:
+    """The file of the experiment ``name``: experiments/NAME.toml (or, in a test run, the tests' own)."""
+    path = EXPERIMENTS_DIR / f"{name}{SUFFIX}"
+    test_path = TEST_EXPERIMENTS_DIR / f"{name}{SUFFIX}"
+    return test_path if not path.exists() and test_experiments_enabled() and test_path.exists() else path
 
 
 def experiment_files(directory: Path | None = None) -> list[Path]:

@@ -37,9 +37,8 @@ def test_the_shipped_examples_say_what_keeps_them_from_running():
                 for name in ("stag_hunt", "fixed_partner_one_message", "tit_for_tat_en")}
     assert not_runnable(examples["fixed_partner_one_message"], PAPER) == [
         "games differs from the paper's", "matching differs from the paper's"]
-    tft = not_runnable(examples["tit_for_tat_en"], PAPER)
-    assert "personas differs from the paper's" in tft and "treatments.associate_types: tit_for_tat is not one of " \
-        "the paper's" in tft
+    # Example 3's own personas, labels, agents' files and currency run; its fixed partner does not yet.
+    assert not_runnable(examples["tit_for_tat_en"], PAPER) == ["matching differs from the paper's"]
     assert not_runnable(examples["stag_hunt"], PAPER) == []
     assert offered({"paper": PAPER, **examples}) == ("paper", "stag_hunt")
 
@@ -52,3 +51,19 @@ def test_a_config_of_a_file_not_offered_is_refused_with_the_reason():
                              "pages cannot run yet (games differs from the paper's; matching differs")
     assert why_not_offered("stag_hunt_hf_informed_wc_first") is None  # offered
     assert why_not_offered("no_such_config") is None
+
+
+def test_choices_labelled_other_than_the_paper_s_texts_say_are_refused():
+    labelled = _variant(('label = { zh_hans = "A", en = "A" }', 'label = { zh_hans = "合作", en = "Blue" }'))
+    assert not_runnable(labelled, PAPER) == ["game.choices differs from the paper's"]
+
+
+def test_the_tests_own_experiment_files_are_read_only_in_a_test_run_and_never_in_production():
+    from experiment_design import TEST_EXPERIMENTS_DIR, experiment_path, test_experiments_enabled
+
+    assert not test_experiments_enabled({})
+    assert test_experiments_enabled({"LAB_TEST_EXPERIMENTS": "1"})
+    assert not test_experiments_enabled({"LAB_TEST_EXPERIMENTS": "1", "OTREE_PRODUCTION": "1"})
+    assert experiment_path("paper") == EXPERIMENTS_DIR / "paper.toml"
+    tests_copy = load(TEST_EXPERIMENTS_DIR / "tft_strangers.toml")
+    assert not_runnable(tests_copy, PAPER) == []

@@ -21,7 +21,7 @@ from lab.base import app_registry
 from lab.base.grouping import set_group_matrix
 from lab.shared_pages.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.base.payoff_table import payoff_table_vars
-from lab.base.session_game import session_game
+from lab.base.session_game import choice_labels, session_game
 from lab.base.session_settings import forget_session_id, params, params_of
 from lab.base.online_settings import has_lobby, is_online, page_waits_per_group
 from lab.shared_pages.wait_for_all import MovesEveryoneOn
@@ -196,7 +196,7 @@ def round_vars(player, game: str) -> dict:
         round_label=t["common_round_of"].format(round=player.round_number, rounds=p.rounds_per_game),
         game_label=t["common_game_of"].format(game_index=p.game_index(game)),
         stand_in_notice=stand_in_notice(player, p, t),
-        **payoff_table_vars(t, session_game(player.session)),
+        **payoff_table_vars(t, session_game(player.session), choice_labels(player.session, p.language)),
     )
 
 
@@ -246,7 +246,11 @@ def intro_vars(player, game: str) -> dict:
 
 def result_vars(player, game: str) -> dict:
     variables = round_vars(player, game)
+    labels = choice_labels(player.session, params_of(player).language)
     variables.update(
+        own_choice_label=labels.get(player.field_maybe_none("choice"), player.field_maybe_none("choice")),
+        associate_choice_label=labels.get(player.field_maybe_none("associate_choice"),
+                                          player.field_maybe_none("associate_choice")),
         title=variables["t"]["game_result_title"].format(round=player.round_number),
         total=game_total(player),
         payoff_points=int(player.payoff),
@@ -364,7 +368,8 @@ def shared_pages(app_module: str, game: str, *, start_round, read_messages=None)
         @staticmethod
         def vars_for_template(player):
             variables = round_vars(player, game)
-            variables["choices"] = session_game(player.session).choices
+            labels = choice_labels(player.session, params_of(player).language)
+            variables["choices"] = [dict(id=choice, label=label) for choice, label in labels.items()]
             variables["round_messages"] = RoundMessages(player, read_messages)
             if decision_shows_new_associate:
                 variables["show_new_associate"] = True

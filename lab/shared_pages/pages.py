@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import html
+
 from sqlalchemy import bindparam
 
-import protocol
 from lab.base import i18n
 from lab.server import pause
 from lab.base.session_settings import SessionParams, params_of
@@ -17,7 +18,7 @@ def text_params(p: SessionParams) -> dict:
         fee=_money(p.participation_fee),
         rate=_money(p.currency_per_point),
         bonus=_money(p.norm_bonus),
-        currency=protocol.CURRENCY_CODE,
+        currency=p.currency,
         max_chars=p.message_max_chars,
     )
     values.update({stage: _number(seconds) for stage, seconds in p.stage_limits.items()})
@@ -38,7 +39,11 @@ def texts_for(player) -> dict:
 
 
 def associates_wording(p: SessionParams) -> str:
-    """How page 3 names the associates (docs/protocol.md, Treatments): never a falsehood."""
+    """How page 3 names the associates (docs/protocol.md, Treatments): never a falsehood. The words
+    of the session's experiment ([labels.<setting>], per language), escaped: the texts around them
+    are HTML. A label-uninformed setting names both kinds alike (experiment_design's coherence)."""
+    if p.associate_words:
+        return html.escape(p.associate_words)
     if not p.informed:
         key = "common_associate_either"
     elif p.associate_type == "human":
