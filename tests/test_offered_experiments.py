@@ -67,3 +67,19 @@ def test_the_tests_own_experiment_files_are_read_only_in_a_test_run_and_never_in
     assert experiment_path("paper") == EXPERIMENTS_DIR / "paper.toml"
     tests_copy = load(TEST_EXPERIMENTS_DIR / "tft_strangers.toml")
     assert not_runnable(tests_copy, PAPER) == []
+
+
+def test_a_session_takes_its_treatment_code_labels_and_currency_from_its_experiment():
+    from experiment_design import TEST_EXPERIMENTS_DIR
+    from lab.base.session_settings import params_from_config
+
+    tests_copy = load(TEST_EXPERIMENTS_DIR / "tft_strangers.toml")
+    config = dict(associate_type="tit_for_tat", label_setting="informed", game_order="WC-WoC", language="en")
+    p = params_from_config(config, tests_copy)
+    assert (p.treatment, p.informed, p.associate_words, p.currency) == ("H-T", True, "AI", "GBP")
+    for associate_type in ("human", "unconditional_cooperator"):
+        p = params_from_config(dict(config, associate_type=associate_type, label_setting="uninformed"), tests_copy)
+        assert (p.informed, p.associate_words) == (False, "AI or human")
+    assert params_from_config(dict(config, associate_type="unconditional_cooperator"), tests_copy).treatment == "H-U"
+    paper = params_from_config(dict(config, associate_type="fair"))  # no experiment named: the paper's
+    assert (paper.treatment, paper.associate_words, paper.currency) == ("H-F", "intelligent machines", "CNY")

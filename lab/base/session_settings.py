@@ -256,6 +256,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     merged = {**config_defaults(), **config}
     experiment = session_experiment(merged)
     associate_types = ("human", *experiment.design.personas)  # the experiment's own personas
+    languages = [language for language in experiment.design.languages if language in ("zh_hans", "en")]
     checks = [
         ("associate_type", merged.get("associate_type") in associate_types,
          f"one of {', '.join(associate_types)} (human or a persona of experiments/{experiment.name}.toml)"),
@@ -263,7 +264,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
          f"one of {', '.join(experiment.design.labels)} (experiments/{experiment.name}.toml's labels)"),
         ("game_order", merged.get("game_order") in protocol.GAME_ORDERS,
          f"one of {', '.join(protocol.GAME_ORDERS)}"),
-        ("language", merged.get("language") in ("zh_hans", "en"), "zh_hans or en"),
+        ("language", merged.get("language") in languages, " or ".join(languages)),
     ]
     for key, ok, expected in checks:
         if not ok:
@@ -333,7 +334,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
                 raise SessionConfigError(f"Agent model: {problem} (set llm_check_model to false to skip "
                                          "this check, e.g. for an offline demo)")
             if model_config.provider == "openai_compatible":
-                _inspect_server(config, model_config, model, p, record, num_participants)
+                _inspect_server(config, model_config, model, p, record, num_participants, experiment)
         if "llm_constrained_output" not in _resolved(config):
             # no check, or a cloud provider: auto is off, and the session records it so
             _record_grammar(config, model_config, None, p, record)
@@ -447,7 +448,7 @@ def agent_stage_seconds(p: SessionParams) -> dict[str, float]:
 
 
 def _inspect_server(config: dict, model_config, model, p: SessionParams, record: dict | None,
-                    num_participants: int) -> None:
+                    num_participants: int, experiment=None) -> None:
     """An openai_compatible server at the model check: the grammar it takes (llm_constrained_output
     auto/on), and whether it serves the session's agents in time (agents/capacity.py): refused with
     the numbers if not, warned about if narrowly."""
@@ -468,7 +469,7 @@ def _inspect_server(config: dict, model_config, model, p: SessionParams, record:
     resolved = _record_grammar(config, model_config, inspection, p, record)
     default_concurrency = type(model_config).model_fields["concurrency"].default
     demand = SessionDemand(num_participants, p.rounds_per_game, AGENT_LANGUAGE[p.language], p.associate_type,
-                           agent_stage_seconds(p), message_max_chars=p.message_max_chars)
+                           agent_stage_seconds(p), message_max_chars=p.message_max_chars, experiment=experiment)
     # measured with the resolved model (its grammar), as the session's agents will call it
     capacity = check_capacity(resolved, demand,
                               concurrency=None if resolved.concurrency == default_concurrency else resolved.concurrency)

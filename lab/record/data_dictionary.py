@@ -258,7 +258,7 @@ MANIFEST_KEYS = {
     "manifest_version": "2 (1: computed at export, before the freeze)",
     "provenance": "'frozen at session creation', or 'not frozen: computed at export' for sessions created "
                   "before the freeze existed",
-    "session_code": "oTree session code", "treatment": "`H-H`, `H-C`, `H-F` or `H-S`",
+    "session_code": "oTree session code", "treatment": "`H-H`, `H-C`, `H-F` or `H-S` (another experiment's agent treatments: `H-` and its persona's code)",
     "num_participants": "participants at creation",
     "project_version": "git commit of the project (`+dirty` if files differed from it); `LAB_VERSION` or "
                        "`unknown` without git",
