@@ -254,6 +254,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     ``record`` (the session's vars) receives the model check's outcome under ``model_check``,
     which the dashboard shows."""
     merged = {**config_defaults(), **config}
+    check_values(merged)  # first: a control character (NUL) in the experiment's name too
     experiment = session_experiment(merged)
     associate_types = ("human", *experiment.design.personas)  # the experiment's own personas
     languages = [language for language in experiment.design.languages if language in ("zh_hans", "en")]
@@ -269,7 +270,6 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     for key, ok, expected in checks:
         if not ok:
             raise SessionConfigError(f"Session config '{key}' is {merged.get(key)!r}; it must be {expected}.")
-    check_values(merged)
     try:
         p = params_from_config(merged, experiment)
     except (TypeError, ValueError, OverflowError) as exc:
