@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -280,17 +279,10 @@ def load(path: Path | str) -> Experiment:
     return load_text(read_text(path), path.stem)
 
 
-def test_experiments_enabled(environ=None) -> bool:
-    """Whether this process reads the tests' experiment files too (TEST_EXPERIMENTS_VARIABLE)."""
-    environ = os.environ if environ is None else environ
+def test_experiments_enabled(environ: Mapping[str, str]) -> bool:
+    """Whether a process of this environment reads the tests' experiment files too
+    (TEST_EXPERIMENTS_VARIABLE, never in production)."""
     return environ.get(TEST_EXPERIMENTS_VARIABLE) == "1" and environ.get("OTREE_PRODUCTION", "") in ("", "0")
-
-
-def experiment_path(name: str) -> Path:
-    """The file of the experiment ``name``: experiments/NAME.toml (or, in a test run, the tests' own)."""
-    path = EXPERIMENTS_DIR / f"{name}{SUFFIX}"
-    test_path = TEST_EXPERIMENTS_DIR / f"{name}{SUFFIX}"
-    return test_path if not path.exists() and test_experiments_enabled() and test_path.exists() else path
 
 
 def experiment_files(directory: Path | None = None) -> list[Path]:

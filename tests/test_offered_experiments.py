@@ -59,12 +59,11 @@ def test_choices_labelled_other_than_the_paper_s_texts_say_are_refused():
 
 
 def test_the_tests_own_experiment_files_are_read_only_in_a_test_run_and_never_in_production():
-    from experiment_design import TEST_EXPERIMENTS_DIR, experiment_path, test_experiments_enabled
+    from experiment_design import TEST_EXPERIMENTS_DIR, test_experiments_enabled
 
     assert not test_experiments_enabled({})
     assert test_experiments_enabled({"LAB_TEST_EXPERIMENTS": "1"})
     assert not test_experiments_enabled({"LAB_TEST_EXPERIMENTS": "1", "OTREE_PRODUCTION": "1"})
-    assert experiment_path("paper") == EXPERIMENTS_DIR / "paper.toml"
     tests_copy = load(TEST_EXPERIMENTS_DIR / "tft_strangers.toml")
     assert not_runnable(tests_copy, PAPER) == []
 

@@ -43,7 +43,9 @@ def session_experiment(config: dict):
     import experiment_design
 
     name = config.get("experiment") or DEFAULT_EXPERIMENT
-    path = experiment_design.experiment_path(name)
+    path = experiment_design.EXPERIMENTS_DIR / f"{name}.toml"
+    if not path.exists() and experiment_design.test_experiments_enabled(os.environ):  # a test run's own files
+        path = experiment_design.TEST_EXPERIMENTS_DIR / f"{name}.toml"
     try:
         experiment = experiment_design.load(path)
     except (OSError, experiment_design.ExperimentError) as exc:
