@@ -76,7 +76,8 @@ def test_an_experiment_s_own_personas_and_labels_are_played_recorded_and_analyse
     assert _associates_sentence(pages, reciprocating) == {"your associates are <b>AI</b>"}
     assert _associates_sentence(pages, cooperator) == {"your associates may be <b>AI or human</b>"}
     assert _associates_sentence(pages, humans) == {"your associates may be <b>AI or human</b>"}
-    shown = [path.read_text(encoding="utf-8") for path in pages.iterdir()]
+    # what participants see: oTree's debug panel (a try-out server's, never production's) lists every text
+    shown = [path.read_text(encoding="utf-8").split('<div class="card debug-info">')[0] for path in pages.iterdir()]
     assert len(shown) == (2 + 2 + 4) * 2 * (1 + ROUNDS)  # each participant's intro and decisions, both games
     assert not any("intelligent machines" in page for page in shown)  # the paper's words are not this file's
 
