@@ -77,9 +77,16 @@ def test_an_experiment_s_own_personas_and_labels_are_played_recorded_and_analyse
     assert _associates_sentence(pages, cooperator) == {"your associates may be <b>AI or human</b>"}
     assert _associates_sentence(pages, humans) == {"your associates may be <b>AI or human</b>"}
     # what participants see: oTree's debug panel (a try-out server's, never production's) lists every text
-    shown = [path.read_text(encoding="utf-8").split('<div class="card debug-info">')[0] for path in pages.iterdir()]
-    assert len(shown) == (2 + 2 + 4) * 2 * (1 + ROUNDS)  # each participant's intro and decisions, both games
-    assert not any("intelligent machines" in page for page in shown)  # the paper's words are not this file's
+    shown = {path.name: path.read_text(encoding="utf-8").split('<div class="card debug-info">')[0]
+             for path in pages.iterdir()}
+    # each participant's welcome, both games' intro and decisions, and payment page
+    assert len(shown) == (2 + 2 + 4) * (1 + 2 * (1 + ROUNDS) + 1)
+    assert not any("intelligent machines" in page for page in shown.values())  # the paper's words are not this file's
+
+    # The file's currency, where participants read money.
+    money_pages = [page for name, page in shown.items() if name.endswith(("_Welcome_1.html", "_Payment_1.html"))]
+    assert len(money_pages) == 2 * (2 + 2 + 4)
+    assert all("GBP" in page and "CNY" not in page and "元" not in page for page in money_pages)
 
     package = _validate(folder / "datapackage.json")
     fields = {f["name"]: f for r in package["resources"] if r["path"].startswith("payment_custom_export_decisions_")
