@@ -11,6 +11,6 @@ from experiment_design.problems import ExperimentError, Problem
 from experiment_design.schema import HUMAN, MATCHING_RULES, QUESTIONNAIRE_PAGES, SCHEMA_VERSION, Design
 
 __all__ = ["EXPERIMENTS_DIR", "GAME_APPS", "HUMAN", "MATCHING_RULES", "PROJECT_DIR", "QUESTIONNAIRE_PAGES",
-           "SCHEMA_VERSION", "Design", "Experiment", "ExperimentError", "Problem", "Treatment", "check",
-           "check_all_or_exit", "check_files", "config_values", "experiment_files", "load",
-           "load_text", "session_configs", "TEST_EXPERIMENTS_DIR", "test_experiments_enabled"]
+           "SCHEMA_VERSION", "TEST_EXPERIMENTS_DIR", "Design", "Experiment", "ExperimentError", "Problem", "Treatment",
+           "check", "check_all_or_exit", "check_files", "config_values", "experiment_files", "load", "load_text",
+           "session_configs", "test_experiments_enabled"]

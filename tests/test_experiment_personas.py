@@ -65,7 +65,7 @@ def test_an_experiment_s_own_personas_and_labels_are_played_recorded_and_analyse
     assert {row["treatment"] for row in _rows(folder / f"payment_custom_export_decisions_{cooperator}.csv")} == {"H-U"}
     manifest = json.loads((folder / f"manifest_{reciprocating}.json").read_text(encoding="utf-8"))
     assert manifest["treatment"] == "H-T" and manifest["experiment"]["name"] == "tft_strangers"
-    assert manifest["payment"]["currency"] == "GBP"
+    assert manifest["payment"]["currency"] == "GBP" and manifest["differs_at_export"] == {}
 
     # The agents were prompted as the file's persona: its own role-play, its prompt name.
     calls = _rows(folder / f"payment_custom_export_llm_calls_{reciprocating}.csv")
