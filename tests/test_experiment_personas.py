@@ -97,3 +97,18 @@ def test_an_experiment_s_own_personas_and_labels_are_played_recorded_and_analyse
     from analysis.__main__ import main as analysis_main
 
     assert analysis_main([str(folder), "--out", str(tmp_path / "report")]) == 0
+
+
+@pytest.mark.server
+def test_the_experimenter_sees_the_persona_its_treatment_code_and_currency(lab_server, database_url):
+    import requests
+
+    server = lab_server(database_url, LAB_TEST_EXPERIMENTS="1", LAB_MAX_ROUNDS_PER_GAME=str(ROUNDS))
+    code = server.create_session("test_tft_ht_informed_wc_first", 2, llm_provider="simulated",
+                                 rounds_per_game=ROUNDS)["code"]
+    dashboard = requests.get(f"{server.base_url}/LabDashboardData/{code}", timeout=30).json()
+    assert (dashboard["treatment"], dashboard["associate_type"]) == ("H-T", "tit_for_tat")
+    assert dashboard["earnings"]["currency"] == "GBP"
+    agents_page = requests.get(f"{server.base_url}/AdminReport/{code}",
+                               params=dict(app_name="game_with_chat", round_number=1), timeout=30).text
+    assert "treatment H-T · persona tit_for_tat (RECIPROCATING)" in agents_page

@@ -66,6 +66,13 @@ def test_the_tests_own_experiment_files_are_read_only_in_a_test_run_and_never_in
     assert not test_experiments_enabled({"LAB_TEST_EXPERIMENTS": "1", "OTREE_PRODUCTION": "1"})
     tests_copy = load(TEST_EXPERIMENTS_DIR / "tft_strangers.toml")
     assert not_runnable(tests_copy, PAPER) == []
+    import os
+
+    import settings
+
+    assert "LAB_TEST_EXPERIMENTS" not in os.environ  # this process is a lab's: its create page has none of them
+    assert "tft_strangers" not in settings.EXPERIMENTS
+    assert not [config for config in settings.SESSION_CONFIGS if config["name"].startswith("test_tft_")]
 
 
 def test_a_session_takes_its_treatment_code_labels_and_currency_from_its_experiment():
