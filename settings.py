@@ -39,6 +39,9 @@ except ValueError as exc:
 # Every experiment file of experiments/ is checked at start: a server with a problem in any of them
 # does not start, and says every problem (python -m labserver check-experiment FILE checks one).
 EXPERIMENTS = {experiment.name: experiment for experiment in experiment_design.check_all_or_exit()}
+if experiment_design.test_experiments_enabled(environ):  # the tests' own files (never in production)
+    EXPERIMENTS.update({experiment.name: experiment for experiment in
+                        experiment_design.check_all_or_exit(experiment_design.TEST_EXPERIMENTS_DIR)})
 # The create page offers the experiments the pages can run (lab/base/offered_experiments.py: the
 # paper's design, its payoffs and session values aside); the others are checked above, and the
 # log says what keeps each from running.

@@ -71,6 +71,7 @@ class SessionDemand:
     stage_seconds: dict[str, float]  # message_1, message_2, decision
     games: tuple[str, ...] = ("WC", "WoC")
     message_max_chars: int = 300
+    experiment: object = None  # the session's (its persona's prompts); None: the paper's
 
 
 @dataclass
@@ -238,7 +239,8 @@ def stage_prompts(cfg: ModelConfig, demand: SessionDemand) -> list[StagePrompt]:
     async def play(game: str, index: int) -> list[list[ChatMessage]]:
         model = _Recorder(cfg, demand.language, seed=index)
         agent = PersonaAgent(f"capacity-{index}", demand.persona, model, language=demand.language,
-                             with_communication=game == "WC", seed=index, message_max_chars=demand.message_max_chars)
+                             with_communication=game == "WC", seed=index, message_max_chars=demand.message_max_chars,
+                             experiment=demand.experiment)
         messages = TYPICAL_MESSAGES[demand.language][index % 2:] + TYPICAL_MESSAGES[demand.language][: index % 2]
         for round_number in range(1, demand.rounds + 1):
             model.calls.clear()

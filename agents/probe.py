@@ -14,14 +14,16 @@ from .types import CallRecord, LanguageModel
 
 
 def probe_personas(model: LanguageModel, *, language: str = "zh", with_communication: bool = True,
-                   seconds: float = 60.0, concurrency: int = 1) -> list[dict[str, Any]]:
+                   seconds: float = 60.0, concurrency: int = 1, experiment=None) -> list[dict[str, Any]]:
     """One first turn per persona (message 1, or the decision without chat), as the lab would
     ask it: what came back, what was parsed, status, latency and tokens, and the same for each
     attempt (``attempts``: the first ask and the re-ask apart). For the agents page's "Test
     model" button. At most ``concurrency`` personas at once (1: one after another, so a local
     server answering one request at a time is not asked three at once); each persona's
-    ``seconds`` start when its turn begins. Runs on a private thread with its own loop; never raises."""
+    ``seconds`` start when its turn begins. The personas and prompts of ``experiment`` (the
+    session's; None: the paper's). Runs on a private thread with its own loop; never raises."""
     results: list[dict[str, Any]] = []
+    personas = tuple(experiment.design.personas) if experiment is not None else tuple(prompts.PERSONA_NAMES)
 
     def attempt_row(call: CallRecord) -> dict[str, Any]:
         latency = call.time_done - call.time_sent if call.time_done and call.time_sent else None
@@ -32,7 +34,7 @@ def probe_personas(model: LanguageModel, *, language: str = "zh", with_communica
 
     async def probe(persona: str) -> dict[str, Any]:
         agent = PersonaAgent(f"test-{persona}", persona, model, language=language,
-                             with_communication=with_communication, seed=0)
+                             with_communication=with_communication, seed=0, experiment=experiment)
         deadline = time.monotonic() + seconds
         if with_communication:
             turn = await agent.message_1(1, deadline=deadline)
@@ -58,7 +60,7 @@ def probe_personas(model: LanguageModel, *, language: str = "zh", with_communica
             async with slots:
                 return await probe(persona)
 
-        return list(await asyncio.gather(*(in_turn(persona) for persona in prompts.PERSONA_NAMES)))
+        return list(await asyncio.gather(*(in_turn(persona) for persona in personas)))
 
     def run() -> None:
         try:

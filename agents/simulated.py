@@ -12,7 +12,13 @@ exercised exactly as with a real model:
 - selfish: often promises A (``SELFISH_PROMISE_RATE``) and mostly plays B (``SELFISH_DEFECT_RATE``);
 - reciprocating (an experiment's "RECIPROCATING" persona): proposes A/A, plays A first and then what
   its associate played in the last round (tit for tat);
-- any other persona plays as fair.
+- any other persona (an experiment's own) by the words of its name as its prompts give it ("Remember
+  that you are a STEADFASTLY COOPERATIVE human"): RECIPROC or TIT FOR TAT plays as reciprocating;
+  COOPERAT, ALTRUIS or GENEROUS as cooperative; UNCOOPERAT, SELFISH, INDIVIDUALIS, COMPETITI or
+  GREEDY as selfish; any other as fair, the paper's middle persona.
+
+The points its replies quote are the game's as the system prompt states them (the session's
+experiment's payoffs); the paper's when the prompt states none.
 
 Seeded: a call's randomness comes from ``simulated_seed``, the call scope the agent sets
 (agent, seed, round, turn, attempt) and the prompt, so replies do not depend on the order
@@ -28,7 +34,7 @@ import random
 import re
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import protocol
 
@@ -42,24 +48,71 @@ SELFISH_PROMISE_RATE = 0.7
 SELFISH_DEFECT_RATE = 0.9
 PERSONA_MARKERS = {"COOPERATIVE human": "cooperative", "FAIR-MINDED human": "fair",
                    "INDIVIDUALISTIC human": "selfish", "RECIPROCATING human": "reciprocating"}
-# The points the replies quote, as the paper's game pays them.
-BOTH_A, BOTH_B = protocol.payoff("A", "A"), protocol.payoff("B", "B")
-EXPLOITING, EXPLOITED = protocol.payoff("B", "A"), protocol.payoff("A", "B")
+# Words of an experiment's own persona name -> the behaviour it gets (first match; none: fair).
+PERSONA_WORDS = (("RECIPROC", "reciprocating"), ("TIT FOR TAT", "reciprocating"), ("TIT-FOR-TAT", "reciprocating"),
+                 ("UNCOOPERAT", "selfish"), ("COOPERAT", "cooperative"), ("ALTRUIS", "cooperative"),
+                 ("GENEROUS", "cooperative"), ("SELFISH", "selfish"), ("INDIVIDUALIS", "selfish"),
+                 ("COMPETITI", "selfish"), ("GREEDY", "selfish"))
+# "Remember that you are a FAIR-MINDED human" (the turns' prompts), "You are a FAIR-MINDED human" (role-play)
+_PERSONA_NAME = re.compile(r"(?:Remember that you|You) are an? ([A-Z][A-Z '-]*?) human")
+_BOTH_CHOOSE = re.compile(r"If both you and your associate choose A, both will receive (-?[\d.]+)\..*?"
+                          r"If both you and your associate choose B, both will receive (-?[\d.]+)\..*?"
+                          r"If you choose A and your associate chooses B, you will receive (-?[\d.]+) and your "
+                          r"associate will receive (-?[\d.]+)\..*?"
+                          r"If you choose B and your associate chooses A, you will receive (-?[\d.]+)", re.S)
 
-# Canned messages: (persona kind, language) -> options. "promise" proposes A/A, "threat" is B.
-MESSAGES = {
-    ("promise", "zh"): [f"咱们都选A吧，各拿{BOTH_A}，双赢！", "一起选A呗，大家都不亏～", "选A吧，合作最划算，我肯定选A。",
-                        f"我选A，你也选A，咱俩都拿{BOTH_A}，咋样？"],
-    ("promise", "en"): [f"Let's both pick A, {BOTH_A} each, win-win!", "How about we both go A? Nobody loses.",
-                        f"I'm going A, you go A too and we both get {BOTH_A}.", "A for both of us? Best deal around."],
+
+class Points(NamedTuple):
+    """The points the replies quote: both A, both B, B against A (own), A against B (own)."""
+
+    both_a: str
+    both_b: str
+    exploiting: str
+    exploited: str
+
+
+# The paper's game, for a prompt that states no payoffs.
+PAPER_POINTS = Points(*(str(protocol.payoff(own, other)) for own, other in (("A", "A"), ("B", "B"), ("B", "A"),
+                                                                            ("A", "B"))))
+
+
+def game_points(system: str) -> Points:
+    """The payoffs as the system prompt's rules state them (prompts/_game_rules.j2)."""
+    found = _BOTH_CHOOSE.search(system)
+    if not found:
+        return PAPER_POINTS
+    both_a, both_b, exploited, _, exploiting = found.groups()
+    return Points(both_a, both_b, exploiting, exploited)
+
+
+def persona_kind(messages: list[ChatMessage]) -> str:
+    """The behaviour to play: by the words of the persona's name as the turn's prompt gives it
+    (PERSONA_WORDS), else by the paper's role-play sentences in the system prompt, else fair."""
+    name = next((found.group(1) for m in messages for found in [_PERSONA_NAME.search(m.content)] if found), "")
+    by_name = next((kind for word, kind in PERSONA_WORDS if word in name.upper()), None)
+    if by_name is not None:
+        return by_name
+    system = next((m.content for m in messages if m.role == "system"), "")
+    return next((kind for marker, kind in PERSONA_MARKERS.items() if marker in system), "fair")
+
+
+# Canned messages: (persona kind, language) -> options, with the game's points. "promise" proposes A/A.
+MESSAGE_TEMPLATES = {
+    ("promise", "zh"): ["咱们都选A吧，各拿{both_a}，双赢！", "一起选A呗，大家都不亏～", "选A吧，合作最划算，我肯定选A。",
+                        "我选A，你也选A，咱俩都拿{both_a}，咋样？"],
+    ("promise", "en"): ["Let's both pick A, {both_a} each, win-win!", "How about we both go A? Nobody loses.",
+                        "I'm going A, you go A too and we both get {both_a}.", "A for both of us? Best deal around."],
     ("agree", "zh"): ["好嘞，说定了，都选A！", "行，一言为定，选A～", "没问题，咱俩都选A！"],
     ("agree", "en"): ["Deal, A it is!", "Cool, we both go A then.", "Sounds good, A for both!"],
-    ("persuade", "zh"): [f"还是选A吧，都选B只有{BOTH_B}，太亏了。", f"别选B嘛，一起选A各拿{BOTH_A}多好。"],
-    ("persuade", "en"): [f"Come on, let's do A, both B only gets us {BOTH_B}.",
-                         f"Don't go B, A/A gives us {BOTH_A} each."],
+    ("persuade", "zh"): ["还是选A吧，都选B只有{both_b}，太亏了。", "别选B嘛，一起选A各拿{both_a}多好。"],
+    ("persuade", "en"): ["Come on, let's do A, both B only gets us {both_b}.",
+                         "Don't go B, A/A gives us {both_a} each."],
     ("vague", "zh"): ["看情况吧，我再想想。", "嗯，这局我自己有数。"],
     ("vague", "en"): ["We'll see, let me think.", "I've got my own plan this round."],
 }
+# The canned messages with the paper's points (what a prompt stating no payoffs gets).
+MESSAGES = {key: [option.format(**PAPER_POINTS._asdict()) for option in options]
+            for key, options in MESSAGE_TEMPLATES.items()}
 _PAST_ROUND = re.compile(r"In round (\d+): you choose ([AB]), your associate chooses ([AB])")
 _ASSOCIATE_LINE = re.compile(r"^Your associate: (.*)$", re.M)
 _SAYS_A = re.compile(r"(?<![A-Za-z])A(?![A-Za-z])")
@@ -131,16 +184,16 @@ class SimulatedModel:
             if matches(messages):
                 return respond(messages, rng)
         system = next((m.content for m in messages if m.role == "system"), "")
-        persona = next((p for marker, p in PERSONA_MARKERS.items() if marker in system), "fair")
+        persona = persona_kind(messages)
         language = "zh" if "converse in Chinese" in system else "en"
         prompt = next((m.content for m in reversed(messages) if m.role == "user"), "")
         if "I DECIDE TO CHOOSE" in prompt:
-            return self._decision(persona, messages, prompt, rng)
+            return self._decision(persona, messages, prompt, rng, game_points(system))
         if "<The message you want to send>" in prompt:
-            return self._message(persona, language, prompt, rng)
+            return self._message(persona, language, prompt, rng, game_points(system))
         return "I'm not sure what you mean."
 
-    def _message(self, persona: str, language: str, prompt: str, rng: random.Random) -> str:
+    def _message(self, persona: str, language: str, prompt: str, rng: random.Random, points: Points) -> str:
         associate_lines = _ASSOCIATE_LINE.findall(prompt)
         replying = bool(associate_lines)  # the second message shows the associate's first
         if persona == "selfish" and rng.random() >= SELFISH_PROMISE_RATE:
@@ -149,17 +202,20 @@ class SimulatedModel:
             kind = "agree" if _associate_proposes_a(associate_lines[-1]) else "persuade"
         else:
             kind = "promise"
-        message = rng.choice(MESSAGES[(kind, language)])
+        message = rng.choice(MESSAGE_TEMPLATES[(kind, language)]).format(**points._asdict())
+        both_a, both_b, exploiting, exploited = points
         return (
-            f"STEP 1: If I choose B and my associate chooses A, I get {EXPLOITING} and they get {EXPLOITED}; "
-            f"if we both choose B, {BOTH_B} each.\n"
-            f"STEP 2: If I choose A and my associate chooses A, we both get {BOTH_A}; "
-            f"if they choose B, I get {EXPLOITED} and they get {EXPLOITING}.\n"
+            f"STEP 1: If I choose B and my associate chooses A, I get {exploiting} and they get {exploited}; "
+            f"if we both choose B, {both_b} each.\n"
+            f"STEP 2: If I choose A and my associate chooses A, we both get {both_a}; "
+            f"if they choose B, I get {exploited} and they get {exploiting}.\n"
             f"STEP 3: As a {persona} person, the ideal strategy pair for this round is A/A.\n"
             f"STEP 4: <{message}>"
         )
 
-    def _decision(self, persona: str, messages: list[ChatMessage], prompt: str, rng: random.Random) -> str:
+    def _decision(self, persona: str, messages: list[ChatMessage], prompt: str, rng: random.Random,
+                  points: Points) -> str:
+        both_a, both_b, exploiting, exploited = points
         decision_prompt = next((m.content for m in reversed(messages)
                                 if m.role == "user" and "Now this is the" in m.content), prompt)
         past = _PAST_ROUND.findall(decision_prompt)
@@ -174,7 +230,7 @@ class SimulatedModel:
             reason = "My associate chose B last round." if defect else "I return my associate's goodwill."
         elif persona == "selfish":
             defect = rng.random() < SELFISH_DEFECT_RATE
-            reason = "B pays me more whatever my associate does." if defect else f"A could pay {BOTH_A} this time."
+            reason = "B pays me more whatever my associate does." if defect else f"A could pay {both_a} this time."
         else:
             if exploited_last:
                 rate = FAIR_BREAK_RATE_AFTER_EXPLOITED
@@ -183,12 +239,12 @@ class SimulatedModel:
             else:
                 rate = self.cfg.simulated_fair_break_rate
             defect = rng.random() < rate
-            reason = (f"I cannot risk getting only {EXPLOITED}." if defect
+            reason = (f"I cannot risk getting only {exploited}." if defect
                       else "A/A is fair and my associate seems honest.")
         choice = "B" if defect else "A"
         return (
-            f"STEP 1: Choosing B gives me {EXPLOITING} if my associate chooses A, {BOTH_B} if B.\n"
-            f"STEP 2: Choosing A gives me {BOTH_A} if my associate chooses A, {EXPLOITED} if B.\n"
+            f"STEP 1: Choosing B gives me {exploiting} if my associate chooses A, {both_b} if B.\n"
+            f"STEP 2: Choosing A gives me {both_a} if my associate chooses A, {exploited} if B.\n"
             f"STEP 3: I have played {len(past)} rounds so far, each with a new associate.\n"
             f"STEP 4: {'We talked about A/A.' if associate_promised else 'No clear promise of A from my associate.'}\n"
             f"STEP 5: {reason}\n"

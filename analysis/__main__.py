@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{experiment.cooperative_choice}")
     # --- end of manifests ---
     analysis = run(list(args.exports), args.out, glm_degree=args.degree, include_stand_ins=args.include_stand_ins,
-                   cooperative_choice=experiment.cooperative_choice)
+                   cooperative_choice=experiment.cooperative_choice, experiment=experiment)
     manifest.add_to_report(Path(args.out) / "report.html", manifests, differences)
     for problem in analysis.exports.problems:
         if problem.level != "info":

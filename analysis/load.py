@@ -95,6 +95,20 @@ ALLOWED_VALUES = {
     "associate_kind": {"human", "agent"},
     "sender_kind": {"human", "agent"},
 }
+
+
+def allowed_values(experiment=None) -> dict:
+    """ALLOWED_VALUES, with the treatment codes, associate types (its personas) and label settings of
+    the sessions' ``experiment`` (experiment_design.Experiment; None: the paper's names only)."""
+    if experiment is None:
+        return ALLOWED_VALUES
+    kinds = ("human", *experiment.design.personas)
+    return {**ALLOWED_VALUES,
+            "treatment": ALLOWED_VALUES["treatment"] | {experiment.treatment_code(kind) for kind in kinds},
+            "associate_type": ALLOWED_VALUES["associate_type"] | set(kinds),
+            "label_setting": ALLOWED_VALUES["label_setting"] | set(experiment.design.labels)}
+
+
 VALUE_CHECKS = {
     "decisions": ("treatment", "associate_type", "label_setting", "game", "choice", "associate_choice",
                   "player_kind", "associate_kind"),
@@ -209,8 +223,9 @@ def identify(columns: Iterable[str]) -> TableSpec | None:
 FILE_COLUMNS = ["file", "table", "rows", "rows_used"]
 
 
-def load_exports(paths: str | Path | Iterable[str | Path]) -> Exports:
-    """Read every CSV of the given folders (recursively), data packages (zipped or not) and files."""
+def load_exports(paths: str | Path | Iterable[str | Path], experiment=None) -> Exports:
+    """Read every CSV of the given folders (recursively), data packages (zipped or not) and files;
+    ``experiment``: the sessions' (its own personas' rows are kept, ``allowed_values``)."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     inputs = collect(paths)
@@ -219,7 +234,7 @@ def load_exports(paths: str | Path | Iterable[str | Path]) -> Exports:
     parts: dict[str, list[pd.DataFrame]] = {}
     inventory = []
     for source in inputs.sources:
-        frame, spec, file_problems, entry = _read_one(source)
+        frame, spec, file_problems, entry = _read_one(source, allowed_values(experiment))
         problems.extend(file_problems)
         inventory.append(entry)
         if frame is not None and spec is not None:
@@ -295,7 +310,8 @@ def _parse_labels(name: str, frame: pd.DataFrame, column: str, parse, problems: 
     return parsed
 
 
-def _read_one(source: CsvSource) -> tuple[pd.DataFrame | None, TableSpec | None, list[Problem], dict]:
+def _read_one(source: CsvSource, allowed: dict = ALLOWED_VALUES
+              ) -> tuple[pd.DataFrame | None, TableSpec | None, list[Problem], dict]:
     """The file's table (None: not analysed), its spec, its problems and its files-table entry."""
     name = source.name
     entry = {"file": name, "table": "", "rows": 0, "rows_used": None}
@@ -345,7 +361,7 @@ def _read_one(source: CsvSource) -> tuple[pd.DataFrame | None, TableSpec | None,
     if missing_contract:
         problems.append(Problem(name, ", ".join(missing_contract), f"missing in the {spec.name} table; "
                                 "the parts of the report that need it have no data", "warning"))
-    frame, value_problems = _check_values(name, spec, frame)
+    frame, value_problems = _check_values(name, spec, frame, allowed)
     frame["_file"] = name
     entry["rows_used"] = len(frame)
     return frame, spec, problems + value_problems, entry
@@ -368,7 +384,8 @@ def _short_rows(records: list[tuple[int, int]], fields: int) -> tuple[list[int],
     return [p for p, _ in short], [line for _, line in short], last_is_short
 
 
-def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.DataFrame, list[Problem]]:
+def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame,
+                  allowed: dict = ALLOWED_VALUES) -> tuple[pd.DataFrame, list[Problem]]:
     problems = []
     received = len(frame)
     if spec.name in ("annotations", "motives"):
@@ -398,7 +415,7 @@ def _check_values(name: str, spec: TableSpec, frame: pd.DataFrame) -> tuple[pd.D
                                           "of the tests").replace(UNREADABLE, "")
     for column in VALUE_CHECKS.get(spec.name, ()):
         values = frame[column].str.strip()
-        bad = ~values.isin(ALLOWED_VALUES[column])
+        bad = ~values.isin(allowed[column])
         if spec.name == "messages" and column == "sender_kind":
             bad &= values != ""
         if bad.any():

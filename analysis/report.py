@@ -31,13 +31,14 @@ STATISTICS_NOTE = (
 
 def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
         glm_degree: dict[str, int] | int | None = None, include_stand_ins: bool = False,
-        cooperative_choice: str = protocol.COOPERATE) -> Analysis:
+        cooperative_choice: str = protocol.COOPERATE, experiment=None) -> Analysis:
     """Load the exports, analyse them and write the report folder. Returns the analysis.
     Online stand-in pair-rounds are left out unless ``include_stand_ins`` (analysis/stand_ins.py).
-    Cooperation is choosing ``cooperative_choice`` (the sessions' experiment's)."""
+    Cooperation is choosing ``cooperative_choice`` (the sessions' experiment's); ``experiment``'s
+    own personas and label settings are its sessions' (None: the paper's only)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    exports = load_exports(export_dirs if isinstance(export_dirs, list) else [export_dirs])
+    exports = load_exports(export_dirs if isinstance(export_dirs, list) else [export_dirs], experiment)
     exports, _ = stand_ins.apply(exports, include=include_stand_ins)
     return write_report(exports, out, glm_degree=glm_degree, cooperative_choice=cooperative_choice)
 

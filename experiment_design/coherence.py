@@ -168,6 +168,13 @@ def _labels(design: Design) -> Found:
     for name, setting in design.labels.items():
         for kind in ("human", "agent"):
             yield from _per_language(design, f"labels.{name}.{kind}", getattr(setting, kind), "\"...\"")
+        if not setting.informed:
+            for language in sorted(set(setting.human) & set(setting.agent)):
+                if setting.human[language] != setting.agent[language]:
+                    yield (f"labels.{name}.agent", f"names agents {shown(setting.agent[language])} and humans "
+                                                   f"{shown(setting.human[language])} ({language}) in an uninformed "
+                                                   "setting, which would tell participants who their associates are: "
+                                                   "give both the same words")
 
 
 def _personas(design: Design) -> Found:

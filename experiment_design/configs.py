@@ -32,6 +32,9 @@ def config_values(experiment, *, server_language: str | None = None, max_rounds_
     values.update(participation_fee=design.payment.show_up_fee,
                   real_world_currency_per_point=design.payment.currency_per_point,
                   norm_bonus=design.payment.norm_bonus)
+    if design.personas and "fair" not in design.personas:
+        # the online stand-ins' persona (the lab's default, fair, is the paper's): the design's first
+        values["stand_in_persona"] = next(iter(design.personas))
     return values
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -26,8 +25,11 @@ from experiment_design.schema import HUMAN, NAME_PATTERN, Design, LabelSetting, 
 from experiment_design.sizes import least_human_participants, session_size_problem
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent  # the folder of experiments/, locale/ and prompts/
-# LAB_EXPERIMENTS_DIR: another folder of experiment files (a test's own designs), read instead of experiments/.
-EXPERIMENTS_DIR = Path(os.environ.get("LAB_EXPERIMENTS_DIR") or PROJECT_DIR / "experiments")
+EXPERIMENTS_DIR = PROJECT_DIR / "experiments"
+# The tests' own experiment files, which a server reads only when LAB_TEST_EXPERIMENTS=1 and never in
+# production (OTREE_PRODUCTION): a lab's create page never offers them.
+TEST_EXPERIMENTS_DIR = PROJECT_DIR / "tests" / "data" / "experiments"
+TEST_EXPERIMENTS_VARIABLE = "LAB_TEST_EXPERIMENTS"
 SUFFIX = ".toml"
 BYTE_ORDER_MARK = "\ufeff"
 
@@ -275,6 +277,12 @@ def load(path: Path | str) -> Experiment:
     """The experiment of a file; OSError if it cannot be read, ExperimentError for its problems."""
     path = Path(path)
     return load_text(read_text(path), path.stem)
+
+
+def test_experiments_enabled(environ: Mapping[str, str]) -> bool:
+    """Whether a process of this environment reads the tests' experiment files too
+    (TEST_EXPERIMENTS_VARIABLE, never in production)."""
+    return environ.get(TEST_EXPERIMENTS_VARIABLE) == "1" and environ.get("OTREE_PRODUCTION", "") in ("", "0")
 
 
 def experiment_files(directory: Path | None = None) -> list[Path]:

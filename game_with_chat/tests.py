@@ -25,6 +25,7 @@ def check_decision_page(player, page_html: str) -> None:
 class PlayerBot(Bot):
     def play_round(self):
         if self.player.round_number == 1:
+            bots.check_game_intro(self.player, self.html)
             yield GameIntro
         if not bots.plays_round(self.player):
             return
@@ -50,6 +51,7 @@ class PlayerBot(Bot):
                 expect("<script>alert(1)</script>", "not in", self.html)
             yield read_page
         check_decision_page(self.player, self.html)
+        bots.check_choices(self.player, self.html)
         if bots.times_out_decision(self.player):
             yield Submission(Decision, timeout_happened=True)
             expect(self.player.choice_timed_out, True)

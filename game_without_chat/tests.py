@@ -8,9 +8,11 @@ from . import TABLES, Decision, GameIntro, Result
 class PlayerBot(Bot):
     def play_round(self):
         if self.player.round_number == 1:
+            bots.check_game_intro(self.player, self.html)
             yield GameIntro
         if not bots.plays_round(self.player):
             return
+        bots.check_choices(self.player, self.html)
         if bots.times_out_decision(self.player):
             yield Submission(Decision, timeout_happened=True)
             expect(self.player.choice_timed_out, True)

@@ -18,7 +18,7 @@ from lab.online import lobby as online_lobby
 from lab.base.online_settings import has_lobby, is_online
 from lab.shared_pages.pages import TranslatedTimer, texts_for
 from lab.base.payoff_table import payoff_table_vars
-from lab.base.session_game import frozen_experiment, session_game
+from lab.base.session_game import choice_labels, frozen_experiment, session_game
 
 doc = __doc__
 
@@ -134,7 +134,8 @@ def record_quiz_attempt(player: Player, answers: dict, passed: bool):
 
 def rules_vars(player: Player) -> dict:
     t = texts_for(player)
-    return dict(t=t, **payoff_table_vars(t, session_game(player.session)))
+    labels = choice_labels(player.session, session_settings.params_of(player).language)
+    return dict(t=t, **payoff_table_vars(t, session_game(player.session), labels))
 
 
 # PAGES

@@ -2,6 +2,7 @@ import re
 
 from otree.api import Bot, SubmissionMustFail, expect
 
+from lab.agent_runtime import bots
 from lab.base.session_game import session_game
 
 from . import C, Quiz, QuizAttempt, Rules, Welcome, quiz_answer_key
@@ -9,6 +10,7 @@ from . import C, Quiz, QuizAttempt, Rules, Welcome, quiz_answer_key
 
 class PlayerBot(Bot):
     def play_round(self):
+        bots.keep_page(self.player, "Welcome", self.html)
         yield Welcome
         for own_points, other_points in session_game(self.session).payoffs.values():  # the session's game
             expect(f"{own_points}, {other_points}", "in", self.html)

@@ -198,7 +198,7 @@ class Payment(TranslatedTimer, Page):
             points_money_value=f"{points_total * p.currency_per_point:.2f}",
             bonus_value=f"{correct * p.norm_bonus:.2f}",
             payout=f"{player.payout:.2f}",
-            currency=i18n.currency_name(p.language, protocol.CURRENCY_CODE),
+            currency=i18n.currency_name(p.language, p.currency),
             online=is_online(player.session),
         )
 

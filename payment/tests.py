@@ -1,6 +1,7 @@
 from otree.api import Bot, expect
 
 import protocol
+from lab.agent_runtime import bots
 from lab.base.session_settings import params
 
 
@@ -16,3 +17,4 @@ class PlayerBot(Bot):
         # oTree's payments page shows the same amount, to the cent.
         expect(round(float(self.participant.payoff_plus_participation_fee()), 2), round(player.payout, 2))
         expect(f"{player.payout:.2f}", "in", self.html)
+        bots.keep_page(player, "Payment", self.html)

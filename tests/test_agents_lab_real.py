@@ -145,7 +145,7 @@ def test_agents_page_warns_of_fallbacks_and_tests_the_model(lab_server, database
         report_url = f"{server.base_url}/AdminReport/{session['code']}"
         report = requests.get(report_url, params=dict(app_name="game_with_chat", round_number=1), timeout=30).text
         assert "of the last 3 agent turns fell back" in report and "provider_error (3)" in report
-        assert "Test model" in report
+        assert "Test model" in report and "treatment H-F · persona fair (FAIR-MINDED)" in report
         model_server.set(mode="ok")
         tested = requests.post(f"{server.base_url}/lab/agents/test_model/{session['code']}", timeout=120)
         assert tested.status_code == 200, tested.text

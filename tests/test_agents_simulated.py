@@ -242,3 +242,37 @@ def test_the_simulated_replies_quote_the_payoffs_of_the_protocol():
     assert "gives me 81 if my associate chooses A, 41 if B" in result.stdout
     assert "gives me 71 if my associate chooses A, 11 if B" in result.stdout
     assert "71 each" in result.stdout
+
+
+def test_an_experiment_s_own_personas_play_by_their_name_and_quote_its_payoffs():
+    """Example 3's personas: the reciprocating one plays tit for tat, the steadfast cooperator as the
+    cooperative persona; a stag hunt's agent quotes the stag hunt's points, not the paper's."""
+    import experiment_design as ed
+    from agents import prompts
+    from agents.simulated import game_points, persona_kind
+
+    tft = ed.load(ed.EXPERIMENTS_DIR / "tit_for_tat_en.toml")
+    system = [ChatMessage("system", prompts.system_prompt(name, "en", experiment=tft)) for name in tft.design.personas]
+    assert [persona_kind([message]) for message in system] == ["reciprocating", "cooperative"]
+    assert persona_kind([ChatMessage("user", "STEP 3: Remember that you are a GREEDY human and ...")]) == "selfish"
+    assert persona_kind([ChatMessage("user", "Remember that you are a COMPETITIVE human")]) == "selfish"
+    assert persona_kind([ChatMessage("user", "Remember that you are a CAUTIOUS human")]) == "fair"
+
+    async def one_round(agent):
+        first = await agent.message_1(1, deadline=None)
+        decision = await agent.decide(1, associate_message_2="B for me", deadline=None)
+        agent.record_outcome(1, decision.choice, "B")
+        second_round = await agent.decide(2, associate_message_2="A", deadline=None)
+        return first, decision, second_round
+
+    model = build_model(ModelConfig(provider="simulated"))
+    reciprocating = PersonaAgent("agent-1", "tit_for_tat", model, language="en", seed=1, experiment=tft)
+    _, first_decision, after_b = asyncio.run(one_round(reciprocating))
+    assert (first_decision.choice, after_b.choice) == ("A", "B")  # goodwill first, then what the associate did
+
+    stag = ed.load(ed.EXPERIMENTS_DIR / "stag_hunt.toml")
+    assert tuple(game_points(prompts.system_prompt("fair", "en", experiment=stag))) == ("80", "50", "50", "10")
+    agent = PersonaAgent("agent-2", "cooperative", model, language="en", seed=3, experiment=stag)
+    first, decision, _ = asyncio.run(one_round(agent))
+    replies = first.calls[-1].raw_reply + decision.calls[-1].raw_reply
+    assert "80" in replies and "70" not in replies

@@ -307,3 +307,10 @@ def test_the_lab_server_does_not_start_with_a_broken_experiment_file(tmp_path):
     result = processes.run([sys.executable, "-c", start + "; print(len(settings.SESSION_CONFIGS))"],
                            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
     assert result.stdout.split() == ["16"], result.stderr[-2000:]
+
+
+def test_an_uninformed_label_setting_names_agents_and_humans_alike(project):
+    assert problems(project, ('agent = { zh_hans = "智能机器或人类", en = "intelligent machines or humans" }',
+                              'agent = { zh_hans = "智能机器或人类", en = "machines" }')) == [
+        'labels.uninformed.agent: names agents "machines" and humans "intelligent machines or humans" (en) in an '
+        "uninformed setting, which would tell participants who their associates are: give both the same words"]

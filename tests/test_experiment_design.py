@@ -223,7 +223,7 @@ def test_the_package_imports_nothing_of_the_project():
         reached = {name.split(".")[0] for name in imported_names(path)}
         assert reached & project_rooms == set(), path.name
         assert reached <= {"experiment_design", "pydantic", "pydantic_core", "__future__", "collections", "dataclasses",
-                           "functools", "hashlib", "json", "math", "os", "pathlib", "re", "string", "sys", "tomllib",
+                           "functools", "hashlib", "json", "math", "pathlib", "re", "string", "sys", "tomllib",
                            "typing"}, path.name
 
 

@@ -36,21 +36,29 @@ def test_the_shipped_examples_say_what_keeps_them_from_running():
     examples = {name: load(EXPERIMENTS_DIR / f"{name}.toml")
                 for name in ("stag_hunt", "fixed_partner_one_message", "tit_for_tat_en")}
     assert not_runnable(examples["fixed_partner_one_message"], PAPER) == []
-    tft = not_runnable(examples["tit_for_tat_en"], PAPER)
-    assert "personas differs from the paper's" in tft and "treatments.associate_types: tit_for_tat is not one of " \
-        "the paper's" in tft
+    # Example 3's own personas, labels, agents' files, currency and fixed partner all run.
+    assert not_runnable(examples["tit_for_tat_en"], PAPER) == []
     assert not_runnable(examples["stag_hunt"], PAPER) == []
-    assert offered({"paper": PAPER, **examples}) == ("paper", "fixed_partner_one_message", "stag_hunt")
+    assert offered({"paper": PAPER, **examples}) == ("paper", "fixed_partner_one_message", "stag_hunt",
+                                                     "tit_for_tat_en")
 
 
-def test_a_config_of_a_file_not_offered_is_refused_with_the_reason():
+def test_a_config_of_a_file_not_offered_is_refused_with_the_reason(tmp_path, monkeypatch):
+    import experiment_design
+    from experiment_design import experiment as experiment_module
     from lab.base.offered_experiments import why_not_offered
 
-    reason = why_not_offered("tft_hh_informed_wc_first")
-    assert reason.startswith("it is a session config of experiments/tit_for_tat_en.toml, which the lab's "
-                             "pages cannot run yet (agents differs from the paper's; labels differs")
-    assert why_not_offered("fixed_partner_one_message_hf_informed_wc_first") is None  # offered
-    assert why_not_offered("stag_hunt_hf_informed_wc_first") is None  # offered
+    # Every shipped example runs: a folder of the paper and one file the pages cannot run.
+    (tmp_path / "paper.toml").write_text(PAPER.text, encoding="utf-8")
+    reordered = _variant(('"familiarity",\n         "social_value_orientation", "demographics"',
+                          '"social_value_orientation",\n         "familiarity", "demographics"'))
+    (tmp_path / "reordered.toml").write_text(reordered.text, encoding="utf-8")
+    for module in (experiment_design, experiment_module):
+        monkeypatch.setattr(module, "EXPERIMENTS_DIR", tmp_path)
+    reason = why_not_offered("variant_hh_informed_wc_first")
+    assert reason.startswith("it is a session config of experiments/reordered.toml, which the lab's pages cannot "
+                             "run yet (questionnaires.pages: the lab shows them in the paper's order"), reason
+    assert why_not_offered("hf_informed_wc_first") is None  # the paper's: offered
     assert why_not_offered("no_such_config") is None
 
 
@@ -60,3 +68,41 @@ def test_matching_and_message_exchanges_run_but_not_a_single_game():
     one_game = _variant(("[[games]]\nchat_exchanges = 0", "#"),
                         ('game_orders = [["WC", "WoC"], ["WoC", "WC"]]', 'game_orders = [["WC"]]'))
     assert not_runnable(one_game, PAPER)[0].startswith("games differs from the paper's (the lab runs two games")
+
+
+def test_choices_labelled_other_than_the_paper_s_texts_say_are_refused():
+    labelled = _variant(('label = { zh_hans = "A", en = "A" }', 'label = { zh_hans = "合作", en = "Blue" }'))
+    assert not_runnable(labelled, PAPER) == ["game.choices differs from the paper's"]
+
+
+def test_the_tests_own_experiment_files_are_read_only_in_a_test_run_and_never_in_production():
+    from experiment_design import TEST_EXPERIMENTS_DIR, test_experiments_enabled
+
+    assert not test_experiments_enabled({})
+    assert test_experiments_enabled({"LAB_TEST_EXPERIMENTS": "1"})
+    assert not test_experiments_enabled({"LAB_TEST_EXPERIMENTS": "1", "OTREE_PRODUCTION": "1"})
+    tests_copy = load(TEST_EXPERIMENTS_DIR / "tft_strangers.toml")
+    assert not_runnable(tests_copy, PAPER) == []
+    import os
+
+    import settings
+
+    assert "LAB_TEST_EXPERIMENTS" not in os.environ  # this process is a lab's: its create page has none of them
+    assert "tft_strangers" not in settings.EXPERIMENTS
+    assert not [config for config in settings.SESSION_CONFIGS if config["name"].startswith("test_tft_")]
+
+
+def test_a_session_takes_its_treatment_code_labels_and_currency_from_its_experiment():
+    from experiment_design import TEST_EXPERIMENTS_DIR
+    from lab.base.session_settings import params_from_config
+
+    tests_copy = load(TEST_EXPERIMENTS_DIR / "tft_strangers.toml")
+    config = dict(associate_type="tit_for_tat", label_setting="informed", game_order="WC-WoC", language="en")
+    p = params_from_config(config, tests_copy)
+    assert (p.treatment, p.informed, p.associate_words, p.currency) == ("H-T", True, "AI", "GBP")
+    for associate_type in ("human", "unconditional_cooperator"):
+        p = params_from_config(dict(config, associate_type=associate_type, label_setting="uninformed"), tests_copy)
+        assert (p.informed, p.associate_words) == (False, "AI or human")
+    assert params_from_config(dict(config, associate_type="unconditional_cooperator"), tests_copy).treatment == "H-U"
+    paper = params_from_config(dict(config, associate_type="fair"))  # no experiment named: the paper's
+    assert (paper.treatment, paper.associate_words, paper.currency) == ("H-F", "intelligent machines", "CNY")

@@ -422,23 +422,12 @@ def test_experimenter_marks_dropped_with_the_login(lab_server):
 
 
 @pytest.mark.server
-def test_one_message_exchange_stand_in_takes_the_seat_with_no_message_2(lab_server, tmp_path, database_url):
+def test_one_message_exchange_stand_in_takes_the_seat_with_no_message_2(lab_server, database_url):
     """A perfect-strangers design of one message exchange, online: the stand-in that takes a dropped
     seat goes on to the decision (no second message is waited for), and everyone else finishes."""
-    from experiment_design import EXPERIMENTS_DIR
-
-    text = (EXPERIMENTS_DIR / "paper.toml").read_text(encoding="utf-8")
-    for old, new in (('session_config_prefix = ""', 'session_config_prefix = "one_message_"'),
-                     ("chat_exchanges = 2", "chat_exchanges = 1"), ("message_2 = 60\n", ""), ("read_2 = 30\n", "")):
-        assert old in text, old
-        text = text.replace(old, new)
-    designs = tmp_path / "experiments"  # the server reads these instead of the project's experiments/
-    designs.mkdir()
-    (designs / "paper.toml").write_text((EXPERIMENTS_DIR / "paper.toml").read_text(encoding="utf-8"), encoding="utf-8")
-    (designs / "one_message.toml").write_text(text, encoding="utf-8")
-    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="2", LAB_EXPERIMENTS_DIR=str(designs))
+    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="2", LAB_TEST_EXPERIMENTS="1")  # one_message_strangers.toml
     stages = {key: value for key, value in ONLINE.items() if not key.startswith(("message_2", "read_2"))}
-    session = server.create_session("one_message_hh_informed_wc_first", 4, **stages)
+    session = server.create_session("test_one_message_hh_informed_wc_first", 4, **stages)
     # Gone at round 1's decision: dropped at round 2's message 1 (the second timed-out page), so the
     # stand-in takes the seat in the middle of a round, after the seat's only message.
     players, dropout = play_all(server, session, leave_page="Decision")

@@ -38,7 +38,7 @@ def test_a_lab_server_passes_every_check_and_shows_participants_no_debug_page(la
     import settings
 
     agent_configs = sum(config["associate_type"] != "human" for config in settings.SESSION_CONFIGS)
-    assert agent_configs == 36  # the paper's 12, the stag hunt's 12 and the fixed-partner example's 12
+    assert agent_configs == 44  # the paper's 12, the stag hunt's 12, example 2's 12 and example 3's 8 (two personas)
     assert any(f"agents' model simulated ({agent_configs} agent session configs)" in line for line in checks)
     assert lines[-1] == "Preflight: every check passed."
     for secret in (ADMIN_PASSWORD, SECRET_KEY, REST_KEY, DB_PASSWORD):

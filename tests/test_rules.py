@@ -118,3 +118,40 @@ def test_every_text_exists_in_both_languages():
     english, chinese = i18n.load_texts("en"), i18n.load_texts("zh_hans")
     assert english.keys() == chinese.keys()
     assert all(value.strip() for value in chinese.values())
+
+
+def test_the_payoff_table_names_the_choices_by_their_labels_as_text():
+    from lab.base.payoff_table import payoff_table_vars
+    from lab.base.session_game import from_values, protocol_values
+
+    t = i18n.texts("en")
+    table = payoff_table_vars(t, from_values(protocol_values()), {"A": "<b>Blue</b>", "B": "Red"})
+    assert table["payoff_cols"] == [t["intro_payoff_col"].format(other="&lt;b&gt;Blue&lt;/b&gt;"),
+                                    t["intro_payoff_col"].format(other="Red")]
+    assert [row["label"] for row in table["payoff_rows"]] == ["You choose &lt;b&gt;Blue&lt;/b&gt;", "You choose Red"]
+    assert payoff_table_vars(t, from_values(protocol_values()))["payoff_cols"][0].endswith("A")
+
+
+def test_an_experiment_s_own_persona_and_label_setting_are_checked_against_its_file():
+    tests_copy = dict(experiment="tit_for_tat_en", language="en", game_order="WC-WoC", llm_provider="simulated")
+    with pytest.raises(SessionConfigError, match="one of human, tit_for_tat, unconditional_cooperator"):
+        validate(dict(tests_copy, associate_type="fair", label_setting="informed"), 2)
+    with pytest.raises(SessionConfigError, match="language.*it must be en"):
+        validate(dict(tests_copy, associate_type="tit_for_tat", label_setting="informed", language="zh_hans"), 2)
+    p = validate(dict(tests_copy, associate_type="tit_for_tat", label_setting="uninformed"), 2)
+    assert (p.treatment, p.informed, p.associate_words, p.currency) == ("H-T", False, "AI or human", "GBP")
+
+
+def test_a_stand_in_is_one_of_the_experiment_s_personas_or_imitates():
+    import experiment_design as ed
+    from lab.base.online_settings import dropout_problem, imitating_persona
+
+    paper, tft = (ed.load(ed.EXPERIMENTS_DIR / name) for name in ("paper.toml", "tit_for_tat_en.toml"))
+    keys = dict(stand_in="agent", dropout_after_timeouts=3, dropout_closed_tab_seconds=90)
+    assert dropout_problem(dict(keys, stand_in_persona="fair"), paper) is None
+    assert "tit_for_tat, unconditional_cooperator, imitate" in dropout_problem(dict(keys, stand_in_persona="fair"), tft)
+    assert dropout_problem(dict(keys, stand_in_persona="tit_for_tat"), tft) is None
+    assert dropout_problem(dict(keys, stand_in="none", stand_in_persona="fair"), tft) is None
+    assert (imitating_persona(paper), imitating_persona(tft)) == ("fair", "tit_for_tat")
+    assert [c["stand_in_persona"] for c in tft.session_configs()][:1] == ["tit_for_tat"]
+    assert all("stand_in_persona" not in c for c in paper.session_configs())  # the lab's default, fair

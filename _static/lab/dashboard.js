@@ -233,7 +233,7 @@
     lastUpdate = d.generated_at;
     root.classList.remove("lab-stale");
     var status = document.getElementById("dash-status");
-    status.textContent = d.treatment + " · label-" + d.label_setting + " · " + d.game_order + " · " +
+    status.textContent = d.treatment + " (" + d.associate_type + ") · label-" + d.label_setting + " · " + d.game_order + " · " +
       d.rounds_per_game + " rounds · updated " + clock(d.generated_at);
 
     var hold = document.getElementById("dash-hold");

@@ -7,11 +7,18 @@ decision not made in time (the random choice, flagged).
 
 from __future__ import annotations
 
+import html
+import os
+from pathlib import Path
+
 from otree.api import expect
 
 import protocol
-from lab.base.session_game import session_game
+from lab.base.session_game import frozen_experiment, session_game
 from lab.base.session_settings import params
+
+# Tests: a folder where the bots keep the pages they check (``keep_page``); unset, nothing is kept.
+PAGES_VARIABLE = "LAB_BOT_PAGES"
 
 HOSTILE_MESSAGES = [
     "<script>alert(1)</script>",
@@ -57,3 +64,32 @@ def check_agent_turn(player, tables, kind: str) -> None:
     expect(turn is not None and turn.status in FINAL_STATUSES, True)
     if kind == "decision":
         expect(turn.choice, "in", session_game(player.session).choices)
+
+
+def keep_page(player, page: str, page_html: str) -> None:
+    """Tests (LAB_BOT_PAGES): the page as the bot saw it, one file per session, participant, app,
+    page and round, for a test to read what participants were shown."""
+    folder = os.environ.get(PAGES_VARIABLE)
+    if folder:
+        app = type(player).__module__.split(".")[0]
+        name = f"{player.session.code}_{player.participant.code}_{app}_{page}_{player.round_number}.html"
+        (Path(folder) / name).write_text(page_html, encoding="utf-8")
+
+
+def check_game_intro(player, page_html: str) -> None:
+    """The game's first page names the associates in the words of the session's experiment file
+    ([labels.<setting>], the session's language)."""
+    p = params(player.session)
+    words = frozen_experiment(player.session).associate_words(p.label_setting, p.associate_type, p.language)
+    expect(f"<b>{html.escape(words)}</b>", "in", page_html)
+    keep_page(player, "GameIntro", page_html)
+
+
+def check_choices(player, page_html: str) -> None:
+    """The decision page's buttons: each choice's id sent, its label (the experiment file's) shown."""
+    experiment, language = frozen_experiment(player.session), params(player.session).language
+    for choice in session_game(player.session).choices:
+        label = html.escape(experiment.choice_label(choice, language))
+        expect(f'value="{choice}" class="btn btn-outline-primary lab-choice" id="choice-{choice}">{label}</button>',
+               "in", page_html)
+    keep_page(player, "Decision", page_html)

@@ -32,7 +32,8 @@ def run_model_test(session_code: str) -> dict:
     concurrency = 1 if config.provider == "openai_compatible" else config.concurrency
     try:
         results = probe_personas(build_model(config), language=target["language"],
-                                 with_communication=target["with_chat"], concurrency=concurrency)
+                                 with_communication=target["with_chat"], concurrency=concurrency,
+                                 experiment=target.get("experiment"))
     except Exception as error:  # a config the check let through but the SDK refuses
         results = [dict(persona="(all)", status="error", error=f"{type(error).__name__}: {error}")]
     outcome = dict(at=time.strftime("%H:%M:%S", time.localtime(started)), concurrency=concurrency,

@@ -1,15 +1,17 @@
 """Which experiments of experiments/ the lab's pages can run today, and why not the others.
 
 The pages read a session's game from its experiment (lab/base/session_game.py: payoffs, choices, the
-cooperative choice), its matching (lab/base/matching.py), its chat game's message exchanges (one or
-two) and its texts' slots (lab/shared_pages/pages.py), its questionnaires (questionnaire/), and its
-agents' prompts come from it (agents/prompts.py); the labels' words and the personas still come
-from protocol.py and the paper's files. A design that differs from experiments/paper.toml only
-where the lab follows the session (the payoffs, the matching, the exchanges of a game with chat
-beside one without, the agents' message length and the values a session config carries: rounds,
-limits, message length, money, the title, its config names, demo sizes), or runs a part of the
-paper's treatments, languages or questionnaires, runs; any other difference is named here, and
-settings.py does not offer the file on the create page (the server's log says why).
+cooperative choice), its treatment (the personas' codes, the label settings: whether they are
+informed and the words naming the associates), its matching (lab/base/matching.py), its chat
+game's message exchanges (one or two), its texts' slots (lab/shared_pages/pages.py) and its
+questionnaires (questionnaire/), and its agents' prompts come from it (agents/prompts.py: the
+personas' role-play files, the [agents] files). A design that differs from experiments/paper.toml
+only where the lab follows the session (the payoffs, the matching, the exchanges of a game with
+chat beside one without, the personas and which of them the treatments name, the labels, the
+agents' files, the agents' message length, the currency and the values a session config carries:
+rounds, limits, message length, money, the title, its config names, demo sizes), or runs a part of
+the paper's game orders, languages or questionnaires, runs; any other difference is named here,
+and settings.py does not offer the file on the create page (the server's log says why).
 """
 
 from __future__ import annotations
@@ -20,12 +22,21 @@ logger = logging.getLogger("lab.experiments")
 
 # What the pages read from the session (or its config): a design may differ there.
 FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payment", "demo_participants",
-            "matching"}
-# A design may run a part of the paper's: some of its treatments, one of its languages.
+            "matching", "labels", "personas", "agents"}
+# A design may run a part of the paper's: some of its game orders, one of its languages; its
+# treatments' associate types and label settings are its own (coherence checks they exist).
 SUBSETS = {"treatments", "languages"}
+OWN_TREATMENTS = {"associate_types", "label_settings"}
 FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
-# The paper's currency is what oTree's pages show (settings.REAL_WORLD_CURRENCY_CODE).
-PAYMENT_NOT_FOLLOWED = {"currency"}
+# Every payment value is the session's (the currency too: the lab's pages write the session's; only
+# oTree's own admin "Payments" page writes settings.REAL_WORLD_CURRENCY_CODE, the paper's).
+PAYMENT_NOT_FOLLOWED: set[str] = set()
+
+
+def _shown_as_papers(choices: list[dict], papers: list[dict]) -> bool:
+    """The choices have the paper's ids and show them as their labels (the pages write A and B)."""
+    return ([choice["id"] for choice in choices] == [choice["id"] for choice in papers]
+            and all(label == choice["id"] for choice in choices for label in choice["label"].values()))
 
 
 def not_runnable(experiment, paper) -> list[str]:
@@ -42,9 +53,10 @@ def not_runnable(experiment, paper) -> list[str]:
               if language not in papers["languages"]]
     for field, values in design["treatments"].items():
         found += [f"treatments.{field}: {value} is not one of the paper's" for value in values
-                  if value not in papers["treatments"][field]]
+                  if field not in OWN_TREATMENTS and value not in papers["treatments"][field]]
     found += [f"game.{field} differs from the paper's" for field in sorted(design["game"])
-              if field not in FOLLOWED_GAME and design["game"][field] != papers["game"][field]]
+              if field not in FOLLOWED_GAME and design["game"][field] != papers["game"][field]
+              and not (field == "choices" and _shown_as_papers(design["game"]["choices"], papers["game"]["choices"]))]
     found += [f"payment.{field} differs from the paper's" for field in sorted(PAYMENT_NOT_FOLLOWED)
               if design["payment"][field] != papers["payment"][field]]
     if bool(design["payment"]["norm_bonus"]) != bool(papers["payment"]["norm_bonus"]):

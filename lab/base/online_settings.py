@@ -173,3 +173,36 @@ def page_waits_per_group(page) -> bool:
     if found is None:
         found = _WAITS_PER_GROUP[code] = waits_per_group(page.session)
     return found
+
+
+STAND_IN_RULES = ("agent", "none")
+STAND_IN_IMITATE = "imitate"
+
+
+def stand_in_personas(experiment) -> tuple[str, ...]:
+    """What ``stand_in_persona`` may name: a persona of the session's experiment, or imitate (none
+    without personas: no agent can stand in)."""
+    return (*experiment.design.personas, STAND_IN_IMITATE) if experiment.design.personas else ()
+
+
+def imitating_persona(experiment) -> str:
+    """The persona an imitating stand-in plays: fair (the paper's), else the experiment's first."""
+    return "fair" if "fair" in experiment.design.personas else next(iter(experiment.design.personas))
+
+
+def dropout_problem(config: dict, experiment) -> str | None:
+    """Why an online session's dropout keys cannot run (docs/online.md "Dropouts"), or None."""
+    if config.get("stand_in") not in STAND_IN_RULES:
+        return f"Session config 'stand_in' is {config.get('stand_in')!r}; it must be agent or none."
+    if config.get("stand_in") == "agent" and config.get("stand_in_persona") not in stand_in_personas(experiment):
+        return (f"Session config 'stand_in_persona' is {config.get('stand_in_persona')!r}; it must be one of "
+                f"{', '.join(stand_in_personas(experiment)) or 'none: the experiment has no personas'} (the "
+                f"personas of experiments/{experiment.name}.toml, or imitate).")
+    for key in ("dropout_after_timeouts", "dropout_closed_tab_seconds"):
+        try:
+            ok = float(config.get(key)) >= 1
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            return f"Session config '{key}' must be a number of at least 1, not {config.get(key)!r}."
+    return None

@@ -12,6 +12,9 @@ from typing import Mapping, Optional
 import protocol
 from lab.base import app_registry
 
+# A session config without an experiment (made by hand, or before configs came from experiments/).
+DEFAULT_EXPERIMENT = "paper"
+
 _CACHE: dict[str, "SessionGame"] = {}
 _LOCK = threading.Lock()
 
@@ -52,12 +55,29 @@ def protocol_values(experiment=None) -> dict:
     )
 
 
+def treatment_values(experiment=None) -> dict:
+    """The names a session's data may hold for its treatment: the treatment codes of its associate
+    types (human and the experiment's personas), its personas and label settings (protocol.py's
+    without an experiment). Not frozen as such: read from the frozen experiment's text."""
+    if experiment is None:
+        codes, settings = dict(protocol.TREATMENT_CODES), list(protocol.LABEL_SETTINGS)
+    else:
+        codes = {kind: experiment.treatment_code(kind) for kind in ("human", *experiment.design.personas)}
+        settings = list(experiment.design.labels)
+    return dict(treatment_codes=codes, personas=[kind for kind in codes if kind != "human"], label_settings=settings)
+
+
 def session_protocol_values(manifest: dict) -> dict:
     """``protocol_values`` as the session's manifest froze them (today's for a value it lacks: a
-    session frozen before the value was)."""
+    session frozen before the value was), and ``treatment_values`` of its frozen experiment."""
     values = protocol_values()
     values.update({key: manifest[key] for key in values if key in manifest})
     values["currency"] = (manifest.get("payment") or {}).get("currency") or values["currency"]
+    try:
+        experiment = _experiment_of(manifest)
+    except Exception:  # noqa: BLE001 - a record whose experiment cannot be read: the paper's names
+        experiment = None
+    values.update(treatment_values(experiment))
     return values
 
 
@@ -98,7 +118,6 @@ _EXPERIMENTS: dict[str, object] = {}
 
 def _experiment_of(record: dict):
     import experiment_design
-    from lab.base.session_settings import DEFAULT_EXPERIMENT
 
     frozen = record.get("experiment") or {}
     if frozen.get("text"):
@@ -112,20 +131,24 @@ def frozen_experiment(session):
     return _frozen_once(_EXPERIMENTS, session, _experiment_of)
 
 
-def experiment_of(model):
-    """``frozen_experiment`` of a player's (group's, subsession's) session: pages ask on every
-    request, so once kept it is found by the session's code, without loading the session row."""
+def experiment_of(session_code: str):
+    """``frozen_experiment`` of the session of this code (``session_settings.session_code_of`` gives a
+    player's): pages ask on every request, so once kept it is found by the code, without loading the
+    session row."""
     from types import SimpleNamespace
 
-    from lab.base.session_settings import session_code_of
-
-    code = session_code_of(model)
-    found = _EXPERIMENTS.get(code)
-    return found if found is not None else frozen_experiment(SimpleNamespace(code=code))  # the code is all it reads
+    found = _EXPERIMENTS.get(session_code)
+    return found if found is not None else frozen_experiment(SimpleNamespace(code=session_code))  # the code is all it reads
 
 
-def experiment_kept(model) -> bool:
+def experiment_kept(session_code: str) -> bool:
     """Whether ``experiment_of`` answers from what it keeps (the session's record is frozen)."""
-    from lab.base.session_settings import session_code_of
+    return session_code in _EXPERIMENTS
 
-    return session_code_of(model) in _EXPERIMENTS
+
+def choice_labels(session, language: str) -> dict[str, str]:
+    """The session's choices as its participants see them in ``language`` (its experiment's
+    game.choices labels; a choice's id where the experiment gives no label in that language)."""
+    experiment = frozen_experiment(session)
+    labels = {choice.id: choice.label for choice in experiment.design.game.choices}
+    return {choice: labels.get(choice, {}).get(language, choice) for choice in session_game(session).choices}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import protocol
 from lab.base import matching
+from lab.base.session_game import DEFAULT_EXPERIMENT
 from lab.base.text import CONTROL_CHARACTERS
 
 GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
@@ -35,10 +36,6 @@ class SessionConfigError(ValueError):
     """A session config value that cannot run; the message says which and why."""
 
 
-# A session config without an experiment (made by hand, or before configs came from experiments/).
-DEFAULT_EXPERIMENT = "paper"
-
-
 def session_experiment(config: dict):
     """The experiment a session config was built from (experiments/NAME.toml), as the server read it
     at start: SessionConfigError when the file is gone, broken or edited since (its sessions' values
@@ -47,6 +44,8 @@ def session_experiment(config: dict):
 
     name = config.get("experiment") or DEFAULT_EXPERIMENT
     path = experiment_design.EXPERIMENTS_DIR / f"{name}.toml"
+    if not path.exists() and experiment_design.test_experiments_enabled(os.environ):  # a test run's own files
+        path = experiment_design.TEST_EXPERIMENTS_DIR / f"{name}.toml"
     try:
         experiment = experiment_design.load(path)
     except (OSError, experiment_design.ExperimentError) as exc:
@@ -124,7 +123,7 @@ DROPOUT_DEFAULTS = {
     "dropout_after_timeouts": 3,
     "dropout_closed_tab_seconds": 90,
     "stand_in": "agent",  # agent | none
-    "stand_in_persona": "fair",  # cooperative | fair | selfish | imitate
+    "stand_in_persona": "fair",  # a persona of the session's experiment, or imitate (online_settings.py)
 }
 
 
@@ -145,10 +144,21 @@ class SessionParams:
     participation_fee: float
     currency_per_point: float
     norm_bonus: float
+    # From the session's experiment (``experiment_words``): the treatment code (H-<persona's code>),
+    # whether its label setting is informed, the words naming the associates, the currency; the
+    # paper's meaning of the names where the experiment is unknown (an export after the file broke).
+    treatment_code: str = ""
+    labels_informed: bool | None = None
+    associate_words: str = ""
+    currency_code: str = ""  # the experiment's payment.currency
+
+    @property
+    def currency(self) -> str:
+        return self.currency_code or protocol.CURRENCY_CODE
 
     @property
     def treatment(self) -> str:
-        return protocol.TREATMENT_CODES[self.associate_type]
+        return self.treatment_code or protocol.TREATMENT_CODES.get(self.associate_type, "")
 
     @property
     def with_agents(self) -> bool:
@@ -156,13 +166,30 @@ class SessionParams:
 
     @property
     def informed(self) -> bool:
-        return self.label_setting == "informed"
+        return self.label_setting == "informed" if self.labels_informed is None else self.labels_informed
 
     def game_index(self, game: str) -> int:
         return protocol.GAME_ORDERS[self.game_order].index(game) + 1
 
 
-def params_from_config(config: dict) -> SessionParams:
+def experiment_words(merged: dict, experiment=None) -> dict:
+    """SessionParams' fields that the experiment gives (``experiment``, else the config's file as the
+    server reads it; none when it cannot be read or lacks the session's treatment)."""
+    if experiment is None:
+        try:
+            experiment = session_experiment(merged)
+        except SessionConfigError:
+            return {}
+    associate_type, setting = merged.get("associate_type"), experiment.design.labels.get(merged.get("label_setting"))
+    if setting is None or associate_type != "human" and associate_type not in experiment.design.personas:
+        return dict(currency_code=experiment.design.payment.currency)
+    words = setting.human if associate_type == "human" else setting.agent
+    return dict(treatment_code=experiment.treatment_code(associate_type), labels_informed=setting.informed,
+                associate_words=words.get(merged.get("language"), ""), currency_code=experiment.design.payment.currency)
+
+
+def params_from_config(config: dict, experiment=None) -> SessionParams:
+    """``experiment``: the session's as frozen (None: its config's file, as ``session_experiment``)."""
     merged = {**_defaults(), **config}
     return SessionParams(
         associate_type=merged["associate_type"],
@@ -175,6 +202,7 @@ def params_from_config(config: dict) -> SessionParams:
         participation_fee=float(merged["participation_fee"]),
         currency_per_point=float(merged["real_world_currency_per_point"]),
         norm_bonus=float(merged["norm_bonus"]),
+        **experiment_words(merged, experiment),
     )
 
 
@@ -185,7 +213,11 @@ def params(session) -> SessionParams:
     """A session's parameters (its config does not change once the session exists)."""
     found = _PARAMS_BY_SESSION.get(session.code)
     if found is None:
-        found = _PARAMS_BY_SESSION[session.code] = params_from_config(session.config)
+        from lab.base.session_game import frozen_experiment, frozen_record
+
+        # its experiment as frozen; before the freeze (during creation) its config's file
+        experiment = frozen_experiment(session) if frozen_record(session) is not None else None
+        found = _PARAMS_BY_SESSION[session.code] = params_from_config(session.config, experiment)
     return found
 
 
@@ -224,22 +256,24 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     ``record`` (the session's vars) receives the model check's outcome under ``model_check``,
     which the dashboard shows."""
     merged = {**config_defaults(), **config}
+    check_values(merged)  # first: a control character (NUL) in the experiment's name too
+    experiment = session_experiment(merged)
+    associate_types = ("human", *experiment.design.personas)  # the experiment's own personas
+    languages = [language for language in experiment.design.languages if language in ("zh_hans", "en")]
     checks = [
-        ("associate_type", merged.get("associate_type") in protocol.ASSOCIATE_TYPES,
-         f"one of {', '.join(protocol.ASSOCIATE_TYPES)}"),
-        ("label_setting", merged.get("label_setting") in protocol.LABEL_SETTINGS,
-         f"one of {', '.join(protocol.LABEL_SETTINGS)}"),
+        ("associate_type", merged.get("associate_type") in associate_types,
+         f"one of {', '.join(associate_types)} (human or a persona of experiments/{experiment.name}.toml)"),
+        ("label_setting", merged.get("label_setting") in experiment.design.labels,
+         f"one of {', '.join(experiment.design.labels)} (experiments/{experiment.name}.toml's labels)"),
         ("game_order", merged.get("game_order") in protocol.GAME_ORDERS,
          f"one of {', '.join(protocol.GAME_ORDERS)}"),
-        ("language", merged.get("language") in ("zh_hans", "en"), "zh_hans or en"),
+        ("language", merged.get("language") in languages, " or ".join(languages)),
     ]
     for key, ok, expected in checks:
         if not ok:
             raise SessionConfigError(f"Session config '{key}' is {merged.get(key)!r}; it must be {expected}.")
-    check_values(merged)
-    experiment = session_experiment(merged)
     try:
-        p = params_from_config(merged)
+        p = params_from_config(merged, experiment)
     except (TypeError, ValueError, OverflowError) as exc:
         raise SessionConfigError(f"Session config has a value that is not a number: {exc}") from None
     if not 1 <= p.rounds_per_game <= max_rounds_per_game():
@@ -250,7 +284,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         )
     if p.message_max_chars < 1:
         raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
-    from lab.base.online_settings import config_is_online, problem as online_problem
+    from lab.base.online_settings import config_is_online, dropout_problem, problem as online_problem
 
     if config_is_online(merged) and experiment.matching != matching.PERFECT_STRANGERS:
         raise SessionConfigError(f"experiments/{experiment.name}.toml's matching is {experiment.matching}: online "
@@ -258,8 +292,8 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     online_refusal = online_problem(merged, num_participants)
     if online_refusal:
         raise SessionConfigError(online_refusal)
-    if merged.get("online"):
-        validate_dropouts(merged)
+    if merged.get("online") and (refusal := dropout_problem(merged, experiment)):
+        raise SessionConfigError(refusal)
     if p.associate_type == "human" and not config_is_online(merged):  # online: cohorts (lab/online/lobby.py)
         try:
             if experiment.matching == matching.PERFECT_STRANGERS:
@@ -309,7 +343,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
                 raise SessionConfigError(f"Agent model: {problem} (set llm_check_model to false to skip "
                                          "this check, e.g. for an offline demo)")
             if model_config.provider == "openai_compatible":
-                _inspect_server(config, model_config, model, p, record, num_participants)
+                _inspect_server(config, model_config, model, p, record, num_participants, experiment)
         if "llm_constrained_output" not in _resolved(config):
             # no check, or a cloud provider: auto is off, and the session records it so
             _record_grammar(config, model_config, None, p, record)
@@ -423,7 +457,7 @@ def agent_stage_seconds(p: SessionParams) -> dict[str, float]:
 
 
 def _inspect_server(config: dict, model_config, model, p: SessionParams, record: dict | None,
-                    num_participants: int) -> None:
+                    num_participants: int, experiment=None) -> None:
     """An openai_compatible server at the model check: the grammar it takes (llm_constrained_output
     auto/on), and whether it serves the session's agents in time (agents/capacity.py): refused with
     the numbers if not, warned about if narrowly."""
@@ -444,7 +478,7 @@ def _inspect_server(config: dict, model_config, model, p: SessionParams, record:
     resolved = _record_grammar(config, model_config, inspection, p, record)
     default_concurrency = type(model_config).model_fields["concurrency"].default
     demand = SessionDemand(num_participants, p.rounds_per_game, AGENT_LANGUAGE[p.language], p.associate_type,
-                           agent_stage_seconds(p), message_max_chars=p.message_max_chars)
+                           agent_stage_seconds(p), message_max_chars=p.message_max_chars, experiment=experiment)
     # measured with the resolved model (its grammar), as the session's agents will call it
     capacity = check_capacity(resolved, demand,
                               concurrency=None if resolved.concurrency == default_concurrency else resolved.concurrency)
@@ -457,21 +491,3 @@ def _inspect_server(config: dict, model_config, model, p: SessionParams, record:
     if capacity.verdict == "refused":
         raise SessionConfigError(f"Agent model: {capacity.summary()} (to create it anyway: llm_check_model false, "
                                  "and llm_constrained_output on to keep the grammar)")
-STAND_IN_RULES = ("agent", "none")
-STAND_IN_PERSONAS = ("cooperative", "fair", "selfish", "imitate")
-
-
-def validate_dropouts(merged: dict) -> None:
-    """The online dropout keys (docs/online.md "Dropouts")."""
-    if merged.get("stand_in") not in STAND_IN_RULES:
-        raise SessionConfigError(f"Session config 'stand_in' is {merged.get('stand_in')!r}; it must be agent or none.")
-    if merged.get("stand_in_persona") not in STAND_IN_PERSONAS:
-        raise SessionConfigError(f"Session config 'stand_in_persona' is {merged.get('stand_in_persona')!r}; it must "
-                                 f"be one of {', '.join(STAND_IN_PERSONAS)}.")
-    for key in ("dropout_after_timeouts", "dropout_closed_tab_seconds"):
-        try:
-            ok = float(merged.get(key)) >= 1
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise SessionConfigError(f"Session config '{key}' must be a number of at least 1, not {merged.get(key)!r}.")

@@ -12,6 +12,7 @@ from agents.types import TurnKind, TurnStatus
 from lab import agent_runtime as agents
 from lab.agent_runtime import model_probe
 from lab.experimenter.dashboard import model_check_details
+from lab.base.session_game import frozen_experiment
 from lab.base.session_settings import params
 
 # An agent must never say it is a machine (SI Note 5); these betray it in either language.
@@ -95,7 +96,7 @@ def admin_report(subsession, tables: agents.GameTables) -> dict:
     spent = agents.session_spent(session)
     config = agents.model_config(session)
     model_probe.TEST_TARGETS[session.code] = dict(config=config, language=agents.AGENT_LANGUAGE[p.language],
-                                                  with_chat=tables.with_chat)
+                                                  with_chat=tables.with_chat, experiment=frozen_experiment(session))
     settled = sorted((t for ts in turns_by_agent.values() for t in ts if t.status != agents.RUNNING),
                      key=lambda t: getattr(t, "finished_at") or 0)[-FALLBACK_WARNING_TURNS:]
     recent_fallbacks = [t for t in settled if t.status == TurnStatus.FALLBACK.value]
@@ -117,6 +118,9 @@ def admin_report(subsession, tables: agents.GameTables) -> dict:
         memory=config.memory,
         context_window=config.resolved_context_window() or "unknown",
         with_agents=True,
+        treatment=p.treatment,
+        persona=p.associate_type,
+        persona_prompt_name=frozen_experiment(session).persona_prompt_name(p.associate_type),
         agents=agents_rows,
         model=f"{config.provider} / {config.model}",
         spent=f"{spent:.4f}",

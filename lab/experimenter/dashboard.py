@@ -319,7 +319,7 @@ def earnings(session, points: Counter, participants: list) -> dict:
                      max=round(max(values), digits)) if values else None)
 
     return dict(
-        participants=len(present), currency=protocol.CURRENCY_CODE, participation_fee=p.participation_fee,
+        participants=len(present), currency=p.currency, participation_fee=p.participation_fee,
         currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus, norm_estimates=len(protocol.GAMES),
         points=spread(own_points, 1), money=spread(money, 2), points_total=round(sum(own_points), 2),
         payout_so_far=round(so_far, 2), norm_bonuses_at_most=round(bonuses, 2),
@@ -423,6 +423,7 @@ def session_dashboard(session) -> dict:
     return dict(
         session_code=session.code,
         treatment=p.treatment,
+        associate_type=p.associate_type,  # human or the persona of the session's experiment
         label_setting=p.label_setting,
         game_order=p.game_order,
         rounds_per_game=p.rounds_per_game,

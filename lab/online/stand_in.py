@@ -14,7 +14,8 @@ the pair's; the stand-in's turns, messages, choices and model calls are the agen
 as turns of status ``seat`` (``SEAT_PLAYED``): the stand-in's memory starts from them. Persona:
 ``stand_in_persona`` (default ``fair``; ``imitate``: the fair persona whose memory holds the
 dropped participant's rounds of the game as its own, so its decision prompt shows their past
-choices). A partner who waits for the seat waits on the agent's wait page, never past the
+choices). In another experiment than the paper's: one of its personas (its configs default to its
+first when it has no ``fair``), and ``imitate`` plays its ``fair`` or else its first persona. A partner who waits for the seat waits on the agent's wait page, never past the
 stand-in's stage limit.
 
 In H-C/H-F/H-S sessions every associate is an agent already: nobody waits for a dropped
@@ -37,6 +38,7 @@ from lab import agent_runtime as agents
 from lab.base import app_registry
 from lab.shared_pages import game as lab_game
 from lab.agent_runtime.turns import SEAT_PLAYED
+from lab.base.online_settings import STAND_IN_IMITATE, imitating_persona
 from lab.base.session_game import frozen_experiment
 from lab.base.session_settings import GAME_APPS, params
 
@@ -114,11 +116,12 @@ def stand_in_seat(tables, seat_player):
         return found
     p = params(session)
     chosen = session.config.get("stand_in_persona", "fair")
-    persona = "fair" if chosen == "imitate" else chosen
+    experiment = frozen_experiment(session)
+    persona = imitating_persona(experiment) if chosen == STAND_IN_IMITATE else chosen
     agent = PersonaAgent(participant.code, persona, model=None, language=AGENT_LANGUAGE[p.language],
                          with_communication=tables.with_chat, seed=_agent_seed(session.code, tables.game, number),
                          memory=model_config(session).memory, message_max_chars=p.message_max_chars,
-                         experiment=frozen_experiment(session))
+                         experiment=experiment)
     if chosen == "imitate":
         for earlier in lab_game.players_of(participant, GAME_APPS[tables.game]):
             if earlier.round_number < seat_player.round_number and earlier.field_maybe_none("associate_choice"):

@@ -8,6 +8,7 @@ from lab import agent_runtime as agents
 from lab.base import app_registry
 from lab.record import data_dictionary as dd
 from lab.shared_pages import game as lab_game
+from lab.base.session_game import frozen_experiment
 from lab.base.session_settings import params
 
 
@@ -40,9 +41,12 @@ def decision_rows(player, tables: agents.GameTables):
 
 
 def stand_in_persona(session) -> str:
-    """The persona column of a stand-in's rows (``imitate`` plays the fair persona)."""
+    """The persona column of a stand-in's rows (``imitate`` plays the fair persona, or the
+    experiment's first without one: lab/base/online_settings.py ``imitating_persona``)."""
+    from lab.base.online_settings import STAND_IN_IMITATE, imitating_persona
+
     chosen = str(session.config.get("stand_in_persona") or "fair")
-    return "fair" if chosen == "imitate" else chosen
+    return imitating_persona(frozen_experiment(session)) if chosen == STAND_IN_IMITATE else chosen
 
 
 LLM_CALL_COLUMNS = list(dd.LLM_CALLS)  # the session's keys, game, participant_code, then a call's fields

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import protocol
-from lab.base.session_game import protocol_values
+from lab.base.session_game import protocol_values, treatment_values
 
 EPOCH = "s (Unix epoch)"
 POINTS = "points"
 SECONDS = "s"
-TODAY = protocol_values()
+TODAY = {**protocol_values(), **treatment_values()}
 # How booleans are written: our long tables say True/False (lab.shared_pages.game.csv_bool), oTree's
 # CSV writer 1/0 (its own exports, and custom-export cells that are Python booleans).
 # (true values, false values), Table Schema's trueValues/falseValues.
@@ -91,11 +91,12 @@ def _money(description: str, per: str = "") -> Column:
 # --- docs/DATA.md's tables ----------------------------------------------------------------------
 SESSION_KEYS = {
     "session_code": _c("oTree session code (simulation: run id)"),
-    "treatment": _c("treatment code (simulation: A-A)",
-                    enum=(*protocol.TREATMENT_CODES.values(), "A-A")),
-    "associate_type": _c("who the associates are: humans or an agent persona", enum=protocol.ASSOCIATE_TYPES),
-    "label_setting": _c("informed: associates labelled truthfully; uninformed: 'machines or humans'",
-                        enum=protocol.LABEL_SETTINGS),
+    "treatment": _from_protocol(lambda v: _c("treatment code (simulation: A-A)",
+                                             enum=(*v["treatment_codes"].values(), "A-A"))),
+    "associate_type": _from_protocol(lambda v: _c("who the associates are: humans or an agent persona",
+                                                  enum=v["treatment_codes"])),
+    "label_setting": _from_protocol(lambda v: _c("informed: associates labelled truthfully; uninformed: 'machines or "
+                                                 "humans'", enum=v["label_settings"])),
     "game_order": _c("order of the two games", enum=tuple(protocol.GAME_ORDERS)),
     "source": _c("where the row comes from", enum=("lab", "simulation")),
 }
@@ -118,7 +119,7 @@ DECISIONS = {
     "round": ROUND,
     "player_code": _c("participant code (agents: agent id, e.g. agent-3)"),
     "player_kind": KIND,
-    "persona": _c("agent persona; empty for humans", enum=protocol.PERSONAS),
+    "persona": _from_protocol(lambda v: _c("agent persona; empty for humans", enum=v["personas"])),
     "associate_code": _c("the other side's participant code or agent id"),
     "associate_kind": KIND,
     "conversation_id": CONVERSATION,
@@ -257,7 +258,7 @@ MANIFEST_KEYS = {
     "manifest_version": "2 (1: computed at export, before the freeze)",
     "provenance": "'frozen at session creation', or 'not frozen: computed at export' for sessions created "
                   "before the freeze existed",
-    "session_code": "oTree session code", "treatment": "`H-H`, `H-C`, `H-F` or `H-S`",
+    "session_code": "oTree session code", "treatment": "`H-H`, `H-C`, `H-F` or `H-S` (another experiment's agent treatments: `H-` and its persona's code)",
     "num_participants": "participants at creation",
     "project_version": "git commit of the project (`+dirty` if files differed from it); `LAB_VERSION` or "
                        "`unknown` without git",

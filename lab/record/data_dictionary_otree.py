@@ -115,7 +115,8 @@ def config_columns() -> dict:
         # "online" and the entry's keys: lab/base/online_settings.py CONFIG_COLUMNS (below)
         "stand_in": _c("online: who plays a dropped seat", enum=("agent", "none")), "dropout_closed_tab_seconds": _c(
             "online: no page open this long drops a participant", "number", SECONDS),
-        "stand_in_persona": _c("online: the stand-in's persona", enum=("cooperative", "fair", "selfish", "imitate")),
+        "stand_in_persona": _from_protocol(lambda v: _c("online: the stand-in's persona",
+                                                        enum=(*v["personas"], "imitate"))),
         "dropout_after_timeouts": _c("online: timed-out form pages in a row that drop a participant", "integer"),
         "constrained_output_resolved_at": _c("when the model check resolved llm_constrained_output", "number", EPOCH),
         **{key: _c(f"time limit of the stage {stage}", "number", SECONDS) for stage, key in STAGE_CONFIG_KEYS.items()},

@@ -21,8 +21,8 @@ from lab.base import app_registry
 from lab.base.grouping import set_group_matrix
 from lab.shared_pages.pages import PageRowsAtOnce, TranslatedTimer, associates_wording, texts_for
 from lab.base.payoff_table import payoff_table_vars
-from lab.base.session_game import experiment_of, session_game
-from lab.base.session_settings import forget_session_id, params, params_of, session_experiment
+from lab.base.session_game import choice_labels, experiment_of, session_game
+from lab.base.session_settings import forget_session_id, params, params_of, session_code_of, session_experiment
 from lab.base.online_settings import has_lobby, is_online, page_waits_per_group
 from lab.shared_pages.wait_for_all import MovesEveryoneOn
 
@@ -63,7 +63,7 @@ def is_played(player) -> bool:
 
 def chat_exchanges(player, game: str = "WC") -> int:
     """Message exchanges per round of the session's game ``game`` (its experiment's: 1 or 2 with chat)."""
-    return experiment_of(player).chat_exchanges(game)
+    return experiment_of(session_code_of(player)).chat_exchanges(game)
 
 
 def next_app_after_last_round(player, upcoming_apps: list):
@@ -216,7 +216,7 @@ def round_vars(player, game: str) -> dict:
         round_label=t["common_round_of"].format(round=player.round_number, rounds=p.rounds_per_game),
         game_label=t["common_game_of"].format(game_index=p.game_index(game)),
         stand_in_notice=stand_in_notice(player, p, t),
-        **payoff_table_vars(t, session_game(player.session)),
+        **payoff_table_vars(t, session_game(player.session), choice_labels(player.session, p.language)),
     )
 
 
@@ -266,7 +266,11 @@ def intro_vars(player, game: str) -> dict:
 
 def result_vars(player, game: str) -> dict:
     variables = round_vars(player, game)
+    labels = choice_labels(player.session, params_of(player).language)
     variables.update(
+        own_choice_label=labels.get(player.field_maybe_none("choice"), player.field_maybe_none("choice")),
+        associate_choice_label=labels.get(player.field_maybe_none("associate_choice"),
+                                          player.field_maybe_none("associate_choice")),
         title=variables["t"]["game_result_title"].format(round=player.round_number),
         total=game_total(player),
         payoff_points=int(player.payoff),
@@ -384,7 +388,8 @@ def shared_pages(app_module: str, game: str, *, start_round, read_messages=None)
         @staticmethod
         def vars_for_template(player):
             variables = round_vars(player, game)
-            variables["choices"] = session_game(player.session).choices
+            labels = choice_labels(player.session, params_of(player).language)
+            variables["choices"] = [dict(id=choice, label=label) for choice, label in labels.items()]
             variables["round_messages"] = RoundMessages(player, read_messages)
             if decision_shows_new_associate:
                 variables["show_new_associate"] = True

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import html
+
 from sqlalchemy import bindparam
 
-import protocol
 from lab.base import i18n
 from lab.server import pause
 from lab.base.session_settings import SessionParams, params_of, session_code_of
@@ -17,7 +18,7 @@ def text_params(p: SessionParams) -> dict:
         fee=_money(p.participation_fee),
         rate=_money(p.currency_per_point),
         bonus=_money(p.norm_bonus),
-        currency=protocol.CURRENCY_CODE,
+        currency=p.currency,
         max_chars=p.message_max_chars,
     )
     values.update({stage: _number(seconds) for stage, seconds in p.stage_limits.items()})
@@ -38,31 +39,35 @@ def texts_for(player) -> dict:
     design's text, so the templates ask the same keys for every design."""
     p = params_of(player)
     found = i18n.texts(p.language, **text_params(p))
-    found.update(_slot_texts(session_code_of(player), player, p))
+    found.update(_slot_texts(session_code_of(player), p))
     return found
 
 
 _SLOT_TEXTS: dict[str, dict] = {}
 
 
-def _slot_texts(code: str, player, p: SessionParams) -> dict:
+def _slot_texts(code: str, p: SessionParams) -> dict:
     """The session's design's slot texts under the paper's keys (empty for the paper's design)."""
     found = _SLOT_TEXTS.get(code)
     if found is None:
         from experiment_design.texts import SLOT_KEYS, flat_key
         from lab.base.session_game import experiment_kept, experiment_of
 
-        experiment = experiment_of(player)
+        experiment = experiment_of(code)
         values = {**text_params(p), **experiment.text_params(p.language)}
         found = {flat_key(SLOT_KEYS[slot]): i18n.text(p.language, experiment.text_key(slot), **values)
                  for slot in experiment.text_keys if experiment.text_key(slot) != flat_key(SLOT_KEYS[slot])}
-        if experiment_kept(player):  # kept once the session's design is frozen
+        if experiment_kept(code):  # kept once the session's design is frozen
             _SLOT_TEXTS[code] = found
     return found
 
 
 def associates_wording(p: SessionParams) -> str:
-    """How page 3 names the associates (docs/protocol.md, Treatments): never a falsehood."""
+    """How page 3 names the associates (docs/protocol.md, Treatments): never a falsehood. The words
+    of the session's experiment ([labels.<setting>], per language), escaped: the texts around them
+    are HTML. A label-uninformed setting names both kinds alike (experiment_design's coherence)."""
+    if p.associate_words:
+        return html.escape(p.associate_words)
     if not p.informed:
         key = "common_associate_either"
     elif p.associate_type == "human":
