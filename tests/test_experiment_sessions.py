@@ -132,3 +132,30 @@ def test_a_fixed_partner_with_one_message_exchange_is_played_recorded_and_analys
     from analysis.__main__ import main as analysis_main
 
     assert analysis_main([str(folder), "--out", str(tmp_path / "report")]) == 0
+
+
+TIT_FOR_TAT = load(EXPERIMENTS_DIR / "tit_for_tat_en.toml")
+
+
+@pytest.mark.server
+def test_example_3_own_personas_with_a_fixed_partner_is_played_recorded_and_analysed(project_copy, database_url,
+                                                                                     tmp_path):
+    """Example 3 (experiments/tit_for_tat_en.toml): its own persona (tit_for_tat, H-T), its labels,
+    currency and fixed partner together: each human meets one agent a game, prompted as the file's
+    persona; the record says so; the package valid and analysed."""
+    folder = tmp_path / "export"
+    code = _bots(project_copy, database_url, "tft_ht_informed_wc_first", 2, folder, llm_provider="simulated")
+    decisions = _rows(folder / f"payment_custom_export_decisions_{code}.csv")
+    agent_rows = [row for row in decisions if row["player_kind"] == "agent"]
+    assert len(agent_rows) == 2 * 2 * ROUNDS
+    assert {(row["persona"], row["treatment"]) for row in agent_rows} == {("tit_for_tat", "H-T")}
+    for games in _partners_by_game(decisions).values():
+        assert all(len(met) == 1 for met in games.values()) and games["WC"] != games["WoC"], games
+    calls = _rows(folder / f"payment_custom_export_llm_calls_{code}.csv")
+    assert calls and all("RECIPROCATING" in call["messages"] for call in calls)
+    manifest = json.loads((folder / f"manifest_{code}.json").read_text(encoding="utf-8"))
+    assert manifest["experiment"]["name"] == "tit_for_tat_en" and manifest["payment"]["currency"] == "GBP"
+    _validate(folder / "datapackage.json")
+    from analysis.__main__ import main as analysis_main
+
+    assert analysis_main([str(folder), "--out", str(tmp_path / "report")]) == 0
