@@ -55,7 +55,8 @@ APP_PLAYER_FIELDS = {
         **{f"quiz_{own}{other}": _from_protocol(lambda v, own=own, other=other: _c(
             f"quiz: own points when you choose {own} and the associate {other} (last attempt)", "integer", POINTS,
             sorted({points[0] for points in v["payoff_table"].values()}))) for own, other in protocol.PAYOFFS},
-        "quiz_same_associate": _c("quiz: 'you meet the same associate again' (last attempt; right: false)", "boolean"),
+        "quiz_same_associate": _c("quiz: 'you meet the same associate again' (last attempt; right: false with perfect "
+                                  "strangers, true with a fixed partner or random pairs)", "boolean"),
         "quiz_attempts": PARTICIPANTS["quiz_attempts"],
         "quiz_passed_at": _c("time the quiz was passed", "number", EPOCH),
     },
