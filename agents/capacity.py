@@ -246,16 +246,24 @@ def stage_prompts(cfg: ModelConfig, demand: SessionDemand) -> list[StagePrompt]:
             model.calls.clear()
             if game == "WC":
                 await agent.message_1(round_number, deadline=None)
+            if game == "WC" and exchanges == 2:
                 await agent.message_2(round_number, associate_message_1=messages[0], deadline=None)
-            decision = await agent.decide(round_number, associate_message_2=messages[1] if game == "WC" else None,
-                                          deadline=None)
+                decision = await agent.decide(round_number, associate_message_2=messages[1], deadline=None)
+            elif game == "WC":  # one exchange: the decision follows the first messages
+                decision = await agent.decide(round_number, associate_message_1=messages[0], deadline=None)
+            else:
+                decision = await agent.decide(round_number, deadline=None)
             agent.record_outcome(round_number, decision.choice or "A", "AB"[(round_number + index) % 2])
         return model.calls
 
+    experiment = demand.experiment
+    exchanges = (experiment.chat_exchanges("WC")
+                 if experiment is not None and "WC" in {game.game_id for game in experiment.design.games} else 2)
     prompts = []
     for game in demand.games:
         calls_a, calls_b = _on_private_loop(lambda: play(game, 0)), _on_private_loop(lambda: play(game, 1))
-        stages = STAGES if game == "WC" else (TurnKind.DECISION.value,)
+        stages = (TurnKind.DECISION.value,) if game != "WC" else STAGES if exchanges == 2 else (
+            TurnKind.MESSAGE_1.value, TurnKind.DECISION.value)
         for stage, prompt_a, prompt_b in zip(stages, calls_a, calls_b):
             steps = sum(1 for line in prompt_b[-1].content.splitlines() if line.startswith("STEP "))
             shape = grammars.OutputShape("decision" if stage == TurnKind.DECISION.value else "message", steps,

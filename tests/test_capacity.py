@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.capacity import (NARROW_MARGIN, ServerSpeed, SessionDemand, assess, stage_prompts, usable_seconds)
+from agents.capacity import (NARROW_MARGIN, TYPICAL_MESSAGES, ServerSpeed, SessionDemand, assess, stage_prompts,
+                             usable_seconds)
 from agents.config import ModelConfig
 from lab.base import session_settings
 from lab.base.session_settings import SessionConfigError
@@ -42,6 +43,16 @@ def test_the_prompts_are_the_sessions_own_at_the_last_round():
     assert prompts[("WC", "message_2")].new_tokens < decision.new_tokens < decision.tokens
     assert decision.tokens == max(p.tokens for p in prompts.values())
     assert (decision.shape.kind, decision.shape.steps, prompts[("WoC", "decision")].shape.steps) == ("decision", 5, 4)
+
+
+def test_one_message_exchange_asks_no_second_message_and_decides_after_the_first():
+    from experiment_design import EXPERIMENTS_DIR, load
+
+    one_exchange = load(EXPERIMENTS_DIR / "fixed_partner_one_message.toml")
+    prompts = {(p.game, p.stage): p for p in stage_prompts(local(), demand(2, experiment=one_exchange))}
+    assert set(prompts) == {("WC", "message_1"), ("WC", "decision"), ("WoC", "decision")}
+    # agent B's decision reads A's first message (the round's only one), as the lab's agents do
+    assert TYPICAL_MESSAGES["zh"][1] in prompts[("WC", "decision")].prompt_b[-1].content
 
 
 def speed(eval_seconds=10.0, tokens_per_second=30.0, slots=1, cut_off=False, new_tokens=None) -> ServerSpeed:
