@@ -86,7 +86,7 @@ test-setup: $(STAMP) chromium $(LLM_STAMP) $(FRICTIONLESS_STAMP)
 
 test:
 	$(MAKE) --no-print-directory -j4 --output-sync=target test-setup
-	$(BIN)/python -m pytest -n 2 --durations=30
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=30
 
 # The quick part of the suite: no servers, no browser.
 test-fast: $(STAMP)

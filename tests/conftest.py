@@ -106,3 +106,11 @@ def lab_server(project_copy, request):
     yield start
     for server in servers:
         server.stop(kill=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    """One worker runs every test of a real model (SmolLM2 on llama.cpp, on every core): two at once
+    halved each one's speed, and the capacity check then refused a session (`--dist loadgroup`, Makefile)."""
+    for item in items:
+        if item.get_closest_marker("real_model"):
+            item.add_marker(pytest.mark.xdist_group("real_model"))
