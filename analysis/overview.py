@@ -29,6 +29,13 @@ def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
             sessions = sessions.merge(demographics, on="session_code", how="left")
         section.tables["sessions"] = sessions.sort_values(["source", "label_setting", "treatment", "game_order"],
                                                           ignore_index=True)
+        own = sorted(set(decisions.loc[decisions["source"] == "lab", "treatment"].dropna()) - set(TREATMENT_ORDER))
+        if own:  # an experiment's own personas: counted here, not in the paper's comparisons below
+            section.notes.append(
+                f"Treatments of the experiment's own ({', '.join(own)}) are in this overview and in the tidy tables "
+                f"(tables/tidy_participants.csv, tables/tidy_agents.csv: each participant's and agent's cooperation "
+                f"rate), not in the sections below, which compare the paper's treatments "
+                f"({', '.join(TREATMENT_ORDER)}) only.")
     else:
         section.notes.append("No decisions were loaded: most of the report is empty.")
     section.tables["sample_by_treatment"] = sample_description(exports.participants)

@@ -159,3 +159,5 @@ def test_example_3_own_personas_with_a_fixed_partner_is_played_recorded_and_anal
     from analysis.__main__ import main as analysis_main
 
     assert analysis_main([str(folder), "--out", str(tmp_path / "report")]) == 0
+    # the report says where its own treatment is, rather than leaving it out of the paper's tables silently
+    assert "Treatments of the experiment&#x27;s own (H-T)" in (tmp_path / "report" / "report.html").read_text()
