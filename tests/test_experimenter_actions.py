@@ -180,6 +180,9 @@ def test_dashboard_actions_reach_the_participants_page_and_are_recorded(lab_serv
             # Advance: the open page moves on, submitted as a timeout (message 1 not sent).
             await go_to(player, "Message1", script)
             await player.fill("textarea[name^=message_]", "typed, never sent")
+            # the box's draft has gone out on the page's socket (under load the socket opened after
+            # the advance once, and the server had no draft to keep)
+            await player.wait_for_function("window.labNotices.sentDraft() === 'typed, never sent'", timeout=15000)
             await dashboard.shows(participant, "Message1")
             dialogs = await dashboard.on_participant("advance", participant)
             assert len(dialogs) == 1 and dialogs[0][0] == "confirm"

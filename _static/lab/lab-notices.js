@@ -175,12 +175,14 @@
   // again when the socket (re)opens.
   var pageIndex = window.location.pathname.split('/').filter(Boolean).pop();
   var lastDraft = null;
+  var sentDraft = null;  // the last draft handed to the open socket (what the server is told)
   function sendDraft() {
     if (lastDraft === null || !socket || socket.readyState !== 1) return;
-    try { socket.send(JSON.stringify({draft: lastDraft, page_index: pageIndex})); } catch (e) { }
+    try { socket.send(JSON.stringify({draft: lastDraft, page_index: pageIndex})); sentDraft = lastDraft; } catch (e) { }
   }
   window.labNotices = {
-    draft: function (text) { lastDraft = String(text); sendDraft(); }
+    draft: function (text) { lastDraft = String(text); sendDraft(); },
+    sentDraft: function () { return sentDraft; }
   };
 
   setPaused(Boolean(state.paused));
