@@ -7,6 +7,7 @@ own browser here).
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from dataclasses import dataclass, field
@@ -203,3 +204,18 @@ async def admin_login(page, base_url: str, password: str) -> None:
     await page.locator("input[name=password]").type(password)
     await page.locator("#btn-login").click()
     await page.wait_for_load_state()
+
+
+def play_alone(start_url: str, script: Script, *, timeout: float = 180) -> Script:
+    """One participant in a browser of its own, played through by ``play`` from a synchronous test."""
+    from playwright.async_api import async_playwright
+
+    async def run():
+        async with async_playwright() as playwright:
+            browser = await launch_browser(playwright)
+            page = await browser.new_page()
+            await play(page, start_url, script, timeout=timeout)
+            await browser.close()
+
+    asyncio.run(run())
+    return script

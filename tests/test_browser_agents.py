@@ -2,12 +2,10 @@
 local fake LLM server (real OpenAI SDK, 1 s latency) through to payment; a second run with the
 fake server failing every second call still finishes, the fallbacks flagged in the data."""
 
-import asyncio
-
 import pytest
 import requests
 
-from tests.browser_participant import Script, launch_browser, play
+from tests.browser_participant import Script, play_alone
 from tests.fake_llm_server import FakeLLMServer
 
 SHORT = dict(rounds_per_game=2, language="en", message_1_seconds=12, read_1_seconds=8, message_2_seconds=12,
@@ -15,19 +13,8 @@ SHORT = dict(rounds_per_game=2, language="en", message_1_seconds=12, read_1_seco
 
 
 def _play_one(server, session) -> Script:
-    from playwright.async_api import async_playwright
-
     script = Script(messages={1: "<b>hi</b> shall we both pick A?", 2: "ok A"}, choice="A")
-
-    async def run():
-        async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
-            page = await browser.new_page()
-            await play(page, server.start_url(session["participants"][0]["code"]), script)
-            await browser.close()
-
-    asyncio.run(run())
-    return script
+    return play_alone(server.start_url(session["participants"][0]["code"]), script)
 
 
 def _agent_config(fake, **extra):

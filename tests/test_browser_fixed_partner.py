@@ -3,11 +3,9 @@ against fair agents (the offline simulated model) reads the fixed-partner rules,
 "same associate twice?" with yes, writes one message a round, reads the agent's reply, decides and
 sees the result, and never meets a Message 2 page."""
 
-import asyncio
-
 import pytest
 
-from tests.browser_participant import Script, launch_browser, play
+from tests.browser_participant import Script, play_alone
 from tests.lab_server import QUIZ_ANSWERS
 
 SHORT = dict(rounds_per_game=2, language="en", message_1_seconds=15, read_1_seconds=10, decision_seconds=12,
@@ -17,22 +15,13 @@ SHORT = dict(rounds_per_game=2, language="en", message_1_seconds=15, read_1_seco
 @pytest.mark.browser
 @pytest.mark.server
 def test_a_participant_plays_example_2_with_one_message_a_round(lab_server):
-    from playwright.async_api import async_playwright
-
     server = lab_server()
     session = server.create_session("fixed_partner_one_message_hf_informed_wc_first", 1, **SHORT)
     script = Script(messages={1: "Shall we both pick A?"}, choice="A",
                     quiz_answers=dict(QUIZ_ANSWERS, quiz_same_associate="True"),
                     keep_text_of=("Rules", "GameIntro", "Message1", "Quiz"))
 
-    async def run():
-        async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
-            page = await browser.new_page()
-            await play(page, server.start_url(session["participants"][0]["code"]), script)
-            await browser.close()
-
-    asyncio.run(run())
+    play_alone(server.start_url(session["participants"][0]["code"]), script)
     assert script.payout_text.endswith("CNY")
     assert script.pages.count("Quiz") == 1, "yes is the right answer with a fixed partner"
     assert not {"Message2", "Read2", "WaitMessage2"} & set(script.pages), script.pages

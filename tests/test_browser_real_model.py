@@ -6,12 +6,11 @@ without ``.venv-llm`` (``make llm-env``)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
-from tests.browser_participant import Script, launch_browser, play
+from tests.browser_participant import Script, play_alone
 from tests.real_model_server import LlamaServer, server_python
 
 pytestmark = [pytest.mark.real_model, pytest.mark.server, pytest.mark.browser, pytest.mark.timeout(1200)]
@@ -40,16 +39,7 @@ def test_the_agents_messages_reach_the_participant_with_the_grammar_on(lab_serve
         llm_requests_per_minute=100000)
     script = Script(messages={1: "Shall we both choose A?", 2: "A then"}, choice="A")
 
-    async def run():
-        from playwright.async_api import async_playwright
-
-        async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
-            page = await browser.new_page()
-            await play(page, server.start_url(session["participants"][0]["code"]), script, timeout=800)
-            await browser.close()
-
-    asyncio.run(run())
+    play_alone(server.start_url(session["participants"][0]["code"]), script, timeout=800)
     assert script.payout_text.endswith("CNY")
     # the model check found llama.cpp's grammar field; the frozen manifest and every call say so
     manifest = {row["key"]: row for row in server.export("payment", "custom_export_manifest", session["code"])}
