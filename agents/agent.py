@@ -3,9 +3,10 @@
 The agent holds its persona, its model and its own conversation across rounds (told it meets a
 new human each round); its decision prompt lists its past rounds and running total as the
 paper's does. Each turn takes an absolute deadline (``time.monotonic()``, the stage limit) and
-returns a ``TurnResult`` by then, never raising: a malformed reply is re-asked once if time
-remains; otherwise the turn falls back as a late human's would (no message / a seeded random
-choice), flagged, and the agent remembers the fallback so its memory matches what the lab used.
+returns a ``TurnResult`` by then, never raising: a malformed reply is re-asked (``reasks`` times,
+once by default) while time remains; otherwise the turn falls back as a late human's would (no
+message / a seeded random choice), flagged, and the agent remembers the fallback so its memory
+matches what the lab used.
 
 State (conversation, rounds, turn summaries) is plain data: ``to_state`` / ``from_state``. The
 full call records are in each ``TurnResult.calls`` for the caller to store; they are not kept in
@@ -217,7 +218,11 @@ class PersonaAgent:
             if record.status == CallStatus.OK.value:
                 status, parsed = TurnStatus.OK.value, record.parsed
                 exchange.append({"role": "assistant", "content": record.raw_reply})
-            elif record.status in REASKABLE and model_deadline - time.monotonic() >= MIN_REASK_SECONDS:
+            reasks = getattr(self.model.settings, "reasks", 1)
+            while (status == TurnStatus.FALLBACK.value and record.status in REASKABLE and len(calls) <= reasks
+                   and model_deadline - time.monotonic() >= MIN_REASK_SECONDS):
+                # Each re-ask shows the model its latest reply and what was wrong with it (not every
+                # earlier one: a small model copies its own mistakes back).
                 too_long = "message_too_long" in record.flags
                 reask = prompts.reask_prompt(is_decision, too_long=too_long, max_chars=self.message_max_chars,
                                              problem=self._problem(kind, record.status, record.raw_reply),
@@ -225,15 +230,16 @@ class PersonaAgent:
                 bad_reply = record.raw_reply or EMPTY_REPLY
                 refit = self._fit([ChatMessage("user", prompt), ChatMessage("assistant", bad_reply),
                                    ChatMessage("user", reask)], round_number)
-                if not isinstance(refit, CallRecord):
-                    exchange += [{"role": "assistant", "content": bad_reply}, {"role": "user", "content": reask}]
-                    sent, trimmed = refit
-                    record = await self._call(sent, round_number, kind, 2, model_deadline, trimmed,
-                                              self._reask_options(shape))
-                    calls.append(record)
-                    if record.status == CallStatus.OK.value:
-                        status, parsed = TurnStatus.REASKED.value, record.parsed
-                        exchange.append({"role": "assistant", "content": record.raw_reply})
+                if isinstance(refit, CallRecord):
+                    break
+                exchange[1:] = [{"role": "assistant", "content": bad_reply}, {"role": "user", "content": reask}]
+                sent, trimmed = refit
+                record = await self._call(sent, round_number, kind, len(calls) + 1, model_deadline, trimmed,
+                                          self._reask_options(shape, len(calls)))
+                calls.append(record)
+                if record.status == CallStatus.OK.value:
+                    status, parsed = TurnStatus.REASKED.value, record.parsed
+                    exchange.append({"role": "assistant", "content": record.raw_reply})
             if status == TurnStatus.FALLBACK.value and not is_decision:
                 # An over-long message, not shortened by the re-ask: sent cut at a boundary, flagged.
                 long_ones = [c for c in calls if "message_too_long" in c.flags and c.parsed]
@@ -303,12 +309,12 @@ class PersonaAgent:
         """Its messages must be Chinese: it chats in Chinese and its model says so (llm_chinese_messages)."""
         return self.language == "zh" and getattr(self.model.settings, "chinese_messages", False)
 
-    def _reask_options(self, shape: grammars.OutputShape) -> CallOptions:
+    def _reask_options(self, shape: grammars.OutputShape, reask_number: int) -> CallOptions:
         settings = self.model.settings
         temperature = settings.temperature
         if temperature is not None:
-            temperature = round(min(MAX_TEMPERATURE, temperature + REASK_TEMPERATURE_STEP), 3)
-        seed = None if settings.seed is None else settings.seed + 1
+            temperature = round(min(MAX_TEMPERATURE, temperature + REASK_TEMPERATURE_STEP * reask_number), 3)
+        seed = None if settings.seed is None else settings.seed + reask_number
         return CallOptions(shape=shape, temperature=temperature, seed=seed)
 
     async def _call(self, sent: list[ChatMessage], round_number: int, kind: str, attempt: int,

@@ -65,6 +65,8 @@ class ModelConfig(BaseModel):
     requests_per_minute: Optional[int] = Field(600, ge=1, description="None = no limit")
     price_input_per_mtok: Optional[float] = Field(None, ge=0, description="USD per million input tokens")
     price_output_per_mtok: Optional[float] = Field(None, ge=0, description="USD per million output tokens")
+    reasks: int = Field(1, ge=0, le=3, description="re-asks of a malformed reply, each sent only while the turn's "
+                                                "deadline leaves time: 1 (our default), 2 for a small local model")
     memory: Literal["round", "game"] = Field(
         "round", description="round: this round's turns + the history lines (the paper); game: every earlier turn")
     context_window: Optional[int] = Field(
@@ -227,7 +229,7 @@ def session_config_defaults() -> dict[str, Any]:
     """Flat ``llm_*`` keys for oTree's SESSION_CONFIG_DEFAULTS ("" = not set / default)."""
     keys = ("provider", "model", "temperature", "max_tokens", "seed", "base_url", "api_key_env",
             "request_timeout", "max_retries", "concurrency", "requests_per_minute", "memory", "context_window",
-            "check_model", "constrained_output", "chinese_messages")
+            "check_model", "constrained_output", "chinese_messages", "reasks")
     defaults = ModelConfig()
     out = {}
     for key in keys:

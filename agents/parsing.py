@@ -106,13 +106,16 @@ _OPENINGS = "(?:" + "|".join("(?i:" + " ?".join(map(re.escape, opening.split()))
 _ECHO = re.compile(_OPENINGS + f"(?![{ECHO_WORD_ENDINGS}](?:[^A-Za-z]|$))")
 _ECHO_WHOLE = re.compile(_OPENINGS + f"[{ECHO_WORD_ENDINGS}]?" + r"[\W_]*")  # the message is the opening alone
 # The placeholder or the format's sentence further in ("This is the message you want to send",
-# "insert message here", "You can send the message in English here"), read in the message's
+# "insert message here", "You can send the message in English here", "…how to generate your first
+# message", a message ending on "message": SmolLM2, en, 10 rounds, two re-asks), read in the message's
 # letters alone (runs on of words and spellings alike): the parser refuses it anywhere; the
 # grammar, which would have to grow by a copy of it at every character, does not.
 _PLACEHOLDER_WITHIN = re.compile(r"(?:message|msg)(?:that|which)?(?:i|you|we)(?:want|wanna|wouldlike)(?:to)?"
                                  r"(?:send|share|add)|placeholder|send(?:the|a|your)?(?:first|second)?message"
                                  r"|messages?(?:tome|toyou)?(?:here|inenglish|inchinese)|(?:you|i|we)(?:want|wanna)(?:to)?send"
-                                 r"|^messages?of(?:your|my)associates?|firstmessageinthisstep|^insert[a-z]{0,20}here")
+                                 r"|^messages?of(?:your|my)associates?|firstmessageinthisstep|^insert[a-z]{0,20}here"
+                                 r"|your(?:(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|next"
+                                 r"|last)(?:and)?)+messages?|messaged?$|messages$")
 
 
 def is_echo(message: str) -> bool:

@@ -41,7 +41,7 @@ class TurnStatus(str, enum.Enum):
     """How a turn ended, as the lab records it."""
 
     OK = "ok"  # first reply parsed
-    REASKED = "reasked"  # first reply malformed, the re-ask parsed
+    REASKED = "reasked"  # first reply malformed, a re-ask parsed
     FALLBACK = "fallback"  # no usable reply in time: no message / random choice, flagged
 
 
@@ -67,6 +67,7 @@ class ModelSettings:
     grammar: Optional[str] = None
     # Agents chatting in Chinese must write Chinese messages (ModelConfig.requires_chinese).
     chinese_messages: bool = False
+    reasks: int = 1  # re-asks of a malformed reply while the deadline leaves time (ModelConfig.reasks)
 
 
 @dataclass
@@ -77,7 +78,7 @@ class CallRecord:
     agent_id: str
     round_number: int
     turn: str  # TurnKind value
-    attempt: int  # 1 = first ask, 2 = the re-ask after a malformed reply
+    attempt: int  # 1 = first ask, 2 and on = the re-asks after a malformed reply
     provider: str
     model: str
     parameters: dict[str, Any]  # temperature, max_tokens, seed... as sent

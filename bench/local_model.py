@@ -18,7 +18,7 @@ messages holding Chinese, the share of the server's time spent on requests the l
 and the machine's load; the figure last.
 
     .venv/bin/python bench/local_model.py [--unseeded-requests] [--rounds 10] [--languages zh,en]
-        [--agents N] [--max-tokens 128] [--server llama-server --parallel 2]
+        [--agents N] [--max-tokens 128] [--reasks 2] [--server llama-server --parallel 2]
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def model_config(server: LlamaServer, args) -> ModelConfig:
     return ModelConfig(provider="openai_compatible", model=LlamaServer.MODEL_ALIAS, base_url=server.base_url,
                        max_tokens=args.max_tokens, context_window=N_CTX, max_retries=1, request_timeout=60,
                        requests_per_minute=100000, seed=None if args.unseeded_requests else args.seed,
-                       temperature=args.temperature)
+                       temperature=args.temperature, reasks=args.reasks)
 
 
 def demand(language: str, agents: int, args) -> SessionDemand:
@@ -208,6 +208,8 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=0, help="participants (agents); default: what the check admits")
     parser.add_argument("--max-tokens", type=int, default=128, help="llm_max_tokens (default 128)")
     parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--reasks", type=int, default=2, help="llm_reasks (default 2, as docs/agents.md sets a "
+                                                               "local model)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--unseeded-requests", action="store_true",
                         help="send no seed: the agents' replies and prompts differ, as an H-F session's do")
@@ -234,7 +236,7 @@ def main() -> int:
     served = (f"llama-server, {args.parallel} slot(s)" if binary else "llama-cpp-python 0.3.36, 1 slot")
     print()
     print(f"SmolLM2-135M-Instruct on {served}, {os.cpu_count()} threads; H-F session agents vs scripted participants, "
-          f"{args.rounds} rounds, stage limits 60/60/40 s, max_tokens {args.max_tokens}, "
+          f"{args.rounds} rounds, stage limits 60/60/40 s, max_tokens {args.max_tokens}, re-asks {args.reasks}, "
           f"{'no request seed' if args.unseeded_requests else f'seed {args.seed}'}")
     print("capacity predicted by the model check vs achieved (a turn's seconds on one slot: predicted / median "
           "answered call; turns per stage: predicted capacity / settled, min and median over rounds)")

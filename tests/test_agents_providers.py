@@ -166,6 +166,25 @@ def test_a_malformed_reply_is_reasked_once(fake_llm, api):
     assert "did not contain a message inside <>" in second.messages[-1]["content"]
 
 
+def test_with_two_reasks_the_second_shows_only_the_latest_malformed_reply(fake_llm):
+    replies = iter(["Sure! Let's both choose A.", "<Your message>", "<Deal, A together.>"])
+    fake_llm.set(reply=lambda request, _api: next(replies))
+    model = build_model(model_config(fake_llm, "openai", reasks=2, temperature=0.5, seed=3))
+    result, in_time = run_turn(PersonaAgent("agent-1", "fair", model, seed=7), 5.0)
+    assert in_time and result.status == TurnStatus.REASKED.value and result.text == "Deal, A together."
+    assert [(c.attempt, c.status) for c in result.calls] == [(1, "parse_error"), (2, "parse_error"), (3, "ok")]
+    third = result.calls[2]
+    assert [m["content"] for m in third.messages].count("Sure! Let's both choose A.") == 0
+    assert third.messages[-2] == {"role": "assistant", "content": "<Your message>"}
+    assert [(c.parameters["temperature"], c.parameters["seed"]) for c in result.calls] == [(0.5, 3), (0.7, 4), (0.9, 5)]
+
+
+def test_one_reask_by_default_and_none_when_set_to_zero(fake_llm):
+    fake_llm.set(reply="no brackets here")
+    assert [c.attempt for c in run_turn(new_agent(fake_llm, "openai"), 5.0)[0].calls] == [1, 2]
+    assert [c.attempt for c in run_turn(new_agent(fake_llm, "openai", reasks=0), 5.0)[0].calls] == [1]
+
+
 @pytest.mark.parametrize("api", APIS)
 def test_no_reask_without_time_left(fake_llm, api):
     fake_llm.set(reply="no brackets here", latency=0.5)  # the reply leaves < 1 s of a 1.4 s stage

@@ -17,7 +17,8 @@ def model_settings(cfg: ModelConfig) -> ModelSettings:
     return ModelSettings(provider=cfg.provider, model=cfg.model, temperature=cfg.temperature,
                          max_tokens=cfg.max_tokens, seed=None if cfg.provider == "anthropic" else cfg.seed,
                          context_window=cfg.resolved_context_window(), memory=cfg.memory,
-                         grammar=cfg.grammar(), chinese_messages=cfg.requires_chinese())
+                         grammar=cfg.grammar(), chinese_messages=cfg.requires_chinese(),
+                         reasks=cfg.reasks)
 
 
 def serving_problem(cfg: ModelConfig) -> Optional[str]:

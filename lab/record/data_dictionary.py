@@ -221,7 +221,7 @@ LLM_CALLS = {
     "agent_id": _c("the agent, e.g. agent-3"),
     "round_number": ROUND,
     "turn": _c("which turn the call was for", enum=("message_1", "message_2", "decision")),
-    "attempt": _c("1 = first ask, 2 = the re-ask after a malformed reply", "integer"),
+    "attempt": _c("1 = first ask, 2 and on = the re-asks after a malformed reply (llm_reasks)", "integer"),
     "provider": _c("model provider", enum=("openai", "anthropic", "openai_compatible", "gemini", "simulated")),
     "model": _c("model name as the provider spells it"),
     "parameters": _c("sampling parameters as sent (temperature, max_tokens, seed, ...)", "object"),
