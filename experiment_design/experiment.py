@@ -253,9 +253,11 @@ def parse(text: str, name: str, file: str | None = None) -> tuple[Experiment | N
 
 
 @functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64)
 def load_text(text: str, name: str) -> Experiment:
     """The experiment of a file's text (as frozen in a session's manifest); ExperimentError lists every
-    problem of its form and coherence."""
+    problem of its form and coherence. Parsed once per text and name (an Experiment is immutable):
+    a session's creation asks for it every round, and a changed file is a new text."""
     experiment, problems = parse(text, name)
     if problems:
         raise ExperimentError(problems)
