@@ -1,7 +1,8 @@
 """Questionnaire pages in the order an experiment file lists them, not only the paper's: oTree's page
 list of a session holds the app's pages in the session's order (lab/otree_patches/page_order.py),
 so each page keeps its name, address and index range, and a paper session's list is oTree's own.
-oTree's bots play a file listing them in another order (tests/data/experiments/questionnaires_reordered.toml)."""
+oTree's bots play a file listing them in another order
+(tests/data/experiments/questionnaires_reordered.toml)."""
 
 from __future__ import annotations
 
@@ -16,29 +17,30 @@ from lab.otree_patches.page_order import reordered
 from tests.lab_server import run_bots
 
 REORDERED = load(TEST_EXPERIMENTS_DIR / "questionnaires_reordered.toml")
-# What the session's page list holds of each page (as otree.lookup.PageLookup), with page names for classes.
+# What the session's page list holds of each page (as otree.lookup.PageLookup), and pages of an app.
 Lookup = namedtuple("Lookup", ["app_name", "page_class", "round_number"])
+Welcome, A, B, C, X, Payment = (type(name, (), {}) for name in ("Welcome", "A", "B", "C", "X", "Payment"))
 
 
-def _pages(*entries: tuple[str, str, int]) -> dict:
+def _pages(*entries: tuple) -> dict:
     return {index: Lookup(*entry) for index, entry in enumerate(entries, start=1)}
 
 
 def test_an_app_s_pages_take_the_session_s_order_in_each_round_and_other_apps_keep_theirs():
-    pages = _pages(("quiz", "Welcome", 1), ("survey", "A", 1), ("survey", "B", 1), ("survey", "C", 1),
-                   ("survey", "A", 2), ("survey", "B", 2), ("survey", "C", 2), ("payment", "Payment", 1))
-    found = reordered(pages, "survey", ["C", "A", "B"])
+    pages = _pages(("quiz", Welcome, 1), ("survey", A, 1), ("survey", B, 1), ("survey", C, 1),
+                   ("survey", A, 2), ("survey", B, 2), ("survey", C, 2), ("payment", Payment, 1))
+    found = reordered(pages, "survey", [C, A, B])
     assert [(lookup.app_name, lookup.page_class, lookup.round_number) for _, lookup in sorted(found.items())] == [
-        ("quiz", "Welcome", 1), ("survey", "C", 1), ("survey", "A", 1), ("survey", "B", 1),
-        ("survey", "C", 2), ("survey", "A", 2), ("survey", "B", 2), ("payment", "Payment", 1)]
-    assert pages[2].page_class == "A", "oTree's own list is left as it is"
-    assert reordered(pages, "survey", ("A", "B", "C")) is pages  # the app's own order: oTree's list itself
-    assert reordered(pages, "no_such_app", ["X"]) is pages
+        ("quiz", Welcome, 1), ("survey", C, 1), ("survey", A, 1), ("survey", B, 1),
+        ("survey", C, 2), ("survey", A, 2), ("survey", B, 2), ("payment", Payment, 1)]
+    assert pages[2].page_class is A, "oTree's own list is left as it is"
+    assert reordered(pages, "survey", (A, B, C)) is pages  # the app's own order: oTree's list itself
+    assert reordered(pages, "no_such_app", [X]) is pages
 
 
 def test_an_order_that_is_not_the_app_s_pages_each_once_is_refused():
-    pages = _pages(("survey", "A", 1), ("survey", "B", 1))
-    for order in (["A"], ["A", "A"], ["A", "B", "C"], ["A", "X"]):
+    pages = _pages(("survey", A, 1), ("survey", B, 1))
+    for order in ([A], [A, A], [A, B, C], [A, X]):
         with pytest.raises(ValueError, match="is not an order of"):
             reordered(pages, "survey", order)
 
