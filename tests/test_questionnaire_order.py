@@ -59,29 +59,32 @@ def _rows(path) -> list[dict]:
 
 @pytest.mark.server
 def test_a_file_s_own_questionnaire_order_is_shown_numbered_and_recorded(project_copy, tmp_path):
-    """One participant's H-F session on SQLite: the bots answer each page in the file's order, each
+    """A two participants' H-F session on SQLite: the bots answer each page in the file's order, each
     titled with its number as shown (questionnaire/tests.py); PageTimes has the pages in that order,
     under their own names, in the app's index range; the answers are stored and the norm estimates paid."""
     folder = tmp_path / "export"
-    result = run_bots(project_copy, "test_reordered_hf_uninformed_woc_first", 1,
+    result = run_bots(project_copy, "test_reordered_hf_uninformed_woc_first", 2,
                       {"rounds_per_game": 1, "llm_provider": "simulated"}, export_dir=folder,
                       extra_env={"LAB_TEST_EXPERIMENTS": "1"})
     code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
 
     listed = REORDERED.design.questionnaires.pages  # demographics, social_value_orientation, ...
     times = sorted(_rows(folder / f"PageTimes_{code}.csv"), key=lambda row: int(row["page_index"]))
-    questionnaire = [row for row in times if row["app_name"] == "questionnaire"]
+    questionnaire = [row for row in times
+                     if row["app_name"] == "questionnaire" and row["participant_id_in_session"] == "1"]
     assert [row["page_name"] for row in questionnaire] == [page.title().replace("_", "") for page in listed]
     indexes = [int(row["page_index"]) for row in questionnaire]
     assert indexes == list(range(indexes[0], indexes[0] + len(listed)))
     # The app keeps its 7 pages: familiarity, not listed, is the 7th, skipped, before the payment's.
     first_payment = min(int(row["page_index"]) for row in times if row["app_name"] == "payment")
+    assert len([row for row in times if row["app_name"] == "questionnaire"]) == 2 * len(listed)
     assert len(listed) == 6 and first_payment == indexes[-1] + 2
 
-    [answers] = _rows(folder / f"questionnaire_{code}.csv")
-    assert (answers["player.age"], answers["player.gender"], answers["player.major"]) == ("21", "female", "经济学")
-    assert answers["player.svo_category"] and answers["player.believed_human"] == "-1"
-    assert answers["player.norm_estimate_WC"] == "1" and answers["player.c7_completeness"]
-    assert answers["player.perception_fairness"] and not answers["player.llm_familiarity"]
-    [payment] = _rows(folder / f"payment_{code}.csv")
-    assert payment["player.norm_correct_WC"] in ("0", "1")
+    answers = sorted(_rows(folder / f"questionnaire_{code}.csv"), key=lambda row: row["participant.id_in_session"])
+    assert [(row["player.age"], row["player.gender"], row["player.major"]) for row in answers] == [
+        ("21", "female", "经济学"), ("22", "male", "经济学")]  # as questionnaire/tests.py answers
+    for row in answers:
+        assert row["player.svo_category"] and row["player.believed_human"] == "-1"
+        assert row["player.norm_estimate_WC"] and row["player.c7_completeness"] and row["player.perception_fairness"]
+        assert not row["player.llm_familiarity"]
+    assert all(row["player.norm_correct_WC"] in ("0", "1") for row in _rows(folder / f"payment_{code}.csv"))
