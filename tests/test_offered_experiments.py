@@ -46,7 +46,6 @@ def test_the_shipped_examples_say_what_keeps_them_from_running():
 def test_a_config_of_a_file_not_offered_is_refused_with_the_reason(tmp_path, monkeypatch):
     import experiment_design
     from experiment_design import experiment as experiment_module
-    from lab.base import offered_experiments
     from lab.base.offered_experiments import why_not_offered
 
     # Every shipped example runs: a folder of the paper and one file the pages cannot run (its
@@ -55,7 +54,7 @@ def test_a_config_of_a_file_not_offered_is_refused_with_the_reason(tmp_path, mon
     (tmp_path / "refused.toml").write_text(_variant().text, encoding="utf-8")
     for module in (experiment_design, experiment_module):
         monkeypatch.setattr(module, "EXPERIMENTS_DIR", tmp_path)
-    monkeypatch.setattr(offered_experiments, "not_runnable",
+    monkeypatch.setattr("lab.base.offered_experiments.not_runnable",
                         lambda experiment, paper: ["a reason"] if experiment.name == "refused" else [])
     reason = why_not_offered("variant_hh_informed_wc_first")
     assert reason == ("it is a session config of experiments/refused.toml, which the lab's pages cannot run yet "
