@@ -11,7 +11,8 @@ registered a ``page_order`` (lab/base/app_registry.py) the list holds its pages 
 order. The same classes, so the same count, routes and indexes, each page under its own name.
 
 HOW TO CHECK: tests/test_questionnaire_order.py's bot session without this patch (remove it from
-patch_modules()): its bots find the paper's order; read oTree's lookup.py for an order per session.
+patch_modules()): the bots find the paper's first page where the file's should be; read oTree's
+lookup.py for an order per session.
 """
 
 from __future__ import annotations
