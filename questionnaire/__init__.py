@@ -1,17 +1,19 @@
 """Questionnaires 1-7 (docs/protocol.md): norm estimates, perception of the associates, the 7C
 communication quality, "my associates were humans" (label-uninformed sessions only),
 familiarity with LLMs, the SVO slider measure (angle and category computed) and demographics.
-A session shows those its experiment lists (experiments/*.toml [questionnaires] pages), in this
-order, numbered as shown.
+A session shows those its experiment lists (experiments/*.toml [questionnaires] pages), in the
+file's order, numbered as shown.
 """
+
+import functools
 
 from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page, models, widgets
 
 import protocol
 from lab import app_start
 from lab.shared_pages.pages import TranslatedTimer, texts_for
-from lab.base.session_game import frozen_experiment
-from lab.base.session_settings import params
+from lab.base.session_game import experiment_of, frozen_experiment
+from lab.base.session_settings import params, session_code_of
 from lab.base.text import clean_text
 
 doc = __doc__
@@ -58,9 +60,6 @@ class Player(BasePlayer):
     major = models.StringField(max_length=100)
 
 
-app_start.register_app(__name__, Player)
-
-
 NORM_FIELDS = [f"norm_estimate_{game}" for game in protocol.GAMES]
 PERCEPTION_FIELDS = [f"perception_{item}" for item in protocol.PERCEPTION_ITEMS]
 SEVEN_C_FIELDS = [f"c7_{item}" for item in protocol.SEVEN_C_ITEMS]
@@ -76,7 +75,7 @@ def score_svo(player: Player):
 
 def questionnaire_number(player: Player, page_class) -> int:
     """Questionnaires are numbered as shown: Q4 exists only in label-uninformed sessions."""
-    shown = [page for page in page_sequence if page.is_displayed(player)]
+    shown = [page for page in session_page_sequence(session_code_of(player)) if page.is_displayed(player)]
     return shown.index(page_class) + 1
 
 
@@ -220,5 +219,28 @@ class Demographics(QuestionnairePage):
         player.major = clean_text(player.field_maybe_none("major"))  # the one free-text answer
 
 
+# The paper's order. A session shows its own: session_page_sequence.
 page_sequence = [NormEstimates, Perception, CommunicationQuality, BelievedHuman, Familiarity,
                  SocialValueOrientation, Demographics]
+# Each page by the name experiment files list it with.
+PAGES = {"norm_estimates": NormEstimates, "perception": Perception, "communication_quality": CommunicationQuality,
+         "believed_human": BelievedHuman, "familiarity": Familiarity,
+         "social_value_orientation": SocialValueOrientation, "demographics": Demographics}
+
+
+def session_page_sequence(session_code: str) -> tuple:
+    """The pages in the order the session shows them: those its experiment lists, in the file's
+    order, then the others (never shown, so every session has the app's number of pages). oTree's
+    page list of the session holds them in this order (lab/otree_patches/page_order.py): each page
+    keeps its own name and address."""
+    return pages_in_order(experiment_of(session_code).design.questionnaires.pages)
+
+
+@functools.lru_cache(maxsize=None)
+def pages_in_order(listed: tuple) -> tuple:
+    """``page_sequence``'s pages with those named in ``listed`` first, in that order."""
+    first = [PAGES[page] for page in listed]
+    return tuple(first + [page for page in page_sequence if page not in first])
+
+
+app_start.register_app(__name__, Player, page_order=session_page_sequence)

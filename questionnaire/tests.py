@@ -1,28 +1,40 @@
+import html
+
 from otree.api import Bot, expect
 
 import protocol
 from lab.base.session_settings import params
+from lab.shared_pages.pages import texts_for
 from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, NormEstimates,
-               Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS, listed)
+               Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS,
+               session_page_sequence)
 
 
 class PlayerBot(Bot):
     def play_round(self):
+        title = texts_for(self.player)["questionnaire_title"]
+        shown = 0
+        # In the session's order (oTree checks that each page submitted is the one it shows),
+        # numbered as shown; self.html is the page the bot is on, before its answers.
+        for page in session_page_sequence(self.session.code):
+            if page.is_displayed(self.player):
+                shown += 1
+                expect(html.escape(title.format(number=shown)), "in", self.html)
+                yield from self.answer(page)
+
+    def answer(self, page):
         n = self.participant.id_in_session
-        # self.html is the page the bot is on: the first questionnaire before its answers.
-        first_title = "Questionnaire 1" if params(self.session).language == "en" else "问卷 1"
-        expect(first_title, "in", self.html)
-        if listed(self.player, "norm_estimates"):
+        if page is NormEstimates:
             yield NormEstimates, {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
-        if listed(self.player, "perception"):
+        elif page is Perception:
             yield Perception, {field: (n + i) % 7 - 3 for i, field in enumerate(PERCEPTION_FIELDS)}
-        if listed(self.player, "communication_quality"):
+        elif page is CommunicationQuality:
             yield CommunicationQuality, {field: (n * i) % 7 - 3 for i, field in enumerate(SEVEN_C_FIELDS)}
-        if listed(self.player, "believed_human") and not params(self.session).informed:
+        elif page is BelievedHuman:
             yield BelievedHuman, {"believed_human": -1}
-        if listed(self.player, "familiarity"):
+        elif page is Familiarity:
             yield Familiarity, {"llm_familiarity": 1 + n % 5}
-        if listed(self.player, "social_value_orientation"):
+        elif page is SocialValueOrientation:
             check_svo_layout(self.html, params(self.session).language)
             # A prosocial pattern: all sliders at the far right of items 2-6 share equally.
             positions = [4, 8, 8, 4, 4, 8] if n % 2 else [0, 0, 0, 0, 0, 0]
@@ -31,8 +43,10 @@ class PlayerBot(Bot):
             angle = protocol.svo_angle([a[0] for a in allocations], [a[1] for a in allocations])
             expect(round(angle, 2), self.player.svo_angle)
             expect(self.player.svo_category, protocol.svo_category(angle))
-        if listed(self.player, "demographics"):
+        elif page is Demographics:
             yield Demographics, {"age": 20 + n % 5, "gender": "female" if n % 2 else "male", "major": "经济学"}
+        else:
+            raise AssertionError(f"the bot has no answers for {page.__name__}")
 
 
 def check_svo_layout(page_html: str, language: str) -> None:

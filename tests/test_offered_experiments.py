@@ -48,16 +48,17 @@ def test_a_config_of_a_file_not_offered_is_refused_with_the_reason(tmp_path, mon
     from experiment_design import experiment as experiment_module
     from lab.base.offered_experiments import why_not_offered
 
-    # Every shipped example runs: a folder of the paper and one file the pages cannot run.
+    # Every shipped example runs: a folder of the paper and one file the pages cannot run (its
+    # reason stood in for: what the pages run grows).
     (tmp_path / "paper.toml").write_text(PAPER.text, encoding="utf-8")
-    reordered = _variant(('"familiarity",\n         "social_value_orientation", "demographics"',
-                          '"social_value_orientation",\n         "familiarity", "demographics"'))
-    (tmp_path / "reordered.toml").write_text(reordered.text, encoding="utf-8")
+    (tmp_path / "refused.toml").write_text(_variant().text, encoding="utf-8")
     for module in (experiment_design, experiment_module):
         monkeypatch.setattr(module, "EXPERIMENTS_DIR", tmp_path)
+    monkeypatch.setattr("lab.base.offered_experiments.not_runnable",
+                        lambda experiment, paper: ["a reason"] if experiment.name == "refused" else [])
     reason = why_not_offered("variant_hh_informed_wc_first")
-    assert reason.startswith("it is a session config of experiments/reordered.toml, which the lab's pages cannot "
-                             "run yet (questionnaires.pages: the lab shows them in the paper's order"), reason
+    assert reason == ("it is a session config of experiments/refused.toml, which the lab's pages cannot run yet "
+                      "(a reason): docs/your-experiment.md says what runs in the lab"), reason
     assert why_not_offered("hf_informed_wc_first") is None  # the paper's: offered
     assert why_not_offered("no_such_config") is None
 

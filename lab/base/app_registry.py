@@ -17,14 +17,18 @@ _session_manifests: list = []  # the first app's table of frozen manifests (lab/
 _interventions: list = []  # the payment app's table of the experimenter's actions (lab/experimenter/interventions.py)
 _bonus_payouts: list = []  # the payment app's table of bonus files handed out (lab/online/bonus.py)
 _page_presence: list = []  # the payment app's table of who last had a page open (lab/online/presence.py)
+_page_orders: dict = {}  # app name -> its pages in a session's order (lab/otree_patches/page_order.py)
 
 
 def register_app(app_name: str, Player, *, tables=None, session_manifest=None, interventions=None,
-                 bonus_payouts=None, page_presence=None) -> None:
+                 bonus_payouts=None, page_presence=None, page_order=None) -> None:
     """Called by every app at import with its Player; a game app adds its ``GameTables``, the
     first app its table of frozen manifests, the payment app its tables of interventions, bonus
-    payouts and page presence."""
+    payouts and page presence; an app whose sessions order its pages adds ``page_order``
+    (session code -> its page_sequence's pages in that session's order)."""
     _players[app_name] = Player
+    if page_order is not None:
+        _page_orders[app_name] = page_order
     if tables is not None:
         _games[tables.game] = tables
     if session_manifest is not None:
@@ -89,3 +93,9 @@ def page_presence_model():
     if not _page_presence:
         raise _not_registered("the table of page presence")
     return _page_presence[0]
+
+
+def page_orders() -> dict:
+    """app name -> the function giving that app's pages in a session's order (session code ->
+    page classes), for the apps that registered one."""
+    return _page_orders

@@ -60,12 +60,12 @@ def patch_modules() -> list:
     order matters only where one patch relies on another: the language patch notes each request
     before any other's code runs in it."""
     from lab.otree_patches import (admin_views, channel_layer, language, model_lookups, notices_socket, page_index,
-                                   page_timer, request_guard, request_lock, rooms, router_startup, session_creation,
-                                   session_wide_link, static_urls, timeout_worker)
+                                   page_order, page_timer, request_guard, request_lock, rooms, router_startup,
+                                   session_creation, session_wide_link, static_urls, timeout_worker)
 
     return [language, rooms, request_lock, request_guard, session_creation, session_wide_link, page_index,
-            model_lookups, channel_layer, static_urls, timeout_worker, page_timer, notices_socket, router_startup,
-            admin_views]
+            page_order, model_lookups, channel_layer, static_urls, timeout_worker, page_timer, notices_socket,
+            router_startup, admin_views]
 
 
 def install() -> None:
