@@ -71,7 +71,8 @@ def test_matching_and_message_exchanges_run_but_not_a_single_game():
 
 
 def test_choices_labelled_their_own_way_run_but_not_other_ids():
-    labelled = _variant(('label = { zh_hans = "A", en = "A" }', 'label = { zh_hans = "合作", en = "Blue" }'))
+    labelled = _variant(('label = { zh_hans = "A", en = "A" }', 'label = { zh_hans = "蓝", en = "Blue" }'),
+                        ('label = { zh_hans = "B", en = "B" }', 'label = { zh_hans = "红", en = "Red" }'))
     assert not_runnable(labelled, PAPER) == []
     other_ids = _variant(('id = "A"', 'id = "C"'), ('cooperative_choice = "A"', 'cooperative_choice = "C"'),
                          ("A = { A = [70, 70], B = [10, 80] }", "C = { C = [70, 70], B = [10, 80] }"),
