@@ -64,7 +64,8 @@ def _complete_under_grammar(settings, options: CallOptions, text: Optional[str])
     """A reply sent with the paper's format as its grammar that reached the grammar's end."""
     if getattr(settings, "grammar", None) is None or options.shape is None or not text:
         return False
-    return text.rstrip().endswith(">" if options.shape.kind == "message" else ("[A]", "[B]"))
+    return text.rstrip().endswith(">" if options.shape.kind == "message"
+                                  else tuple(f"[{label}]" for label in options.shape.choices))
 
 
 def _fallback_note(kind: str, choice: Optional[str]) -> str:
@@ -107,9 +108,8 @@ class PersonaAgent:
             memory = getattr(getattr(model, "settings", None), "memory", None) or "round"
         # The experiment its prompts, payoffs and choices come from (None: the paper's).
         self.experiment = prompts.check(persona, language, experiment)
-        if self.experiment.choice_ids != protocol.CHOICES:  # the reply's format and grammar know these
-            raise ValueError(f"experiment {self.experiment.name}: the agents answer with the choices "
-                             f"{' and '.join(protocol.CHOICES)} only, not {' and '.join(self.experiment.choice_ids)}")
+        # The choices as its prompts name them and it answers with them (id -> label in its language).
+        self.choice_labels = prompts.choice_labels(self.experiment, language)
         if memory not in MEMORY_SCOPES:
             raise ValueError(f"memory must be one of {MEMORY_SCOPES}, not {memory!r}")
         self.agent_id = agent_id
@@ -162,18 +162,19 @@ class PersonaAgent:
                 round_number, self.persona, history=past, total_payoff=sum(p.own_payoff for p in past),
                 own_message_1=state.get("message_1"), associate_message_1=state.get("associate_message_1"),
                 own_message_2=state.get("message_2"), associate_message_2=associate_message_2,
-                experiment=self.experiment)
+                experiment=self.experiment, language=self.language)
         else:
             prompt = prompts.decision_prompt(round_number, self.persona, history=past, experiment=self.experiment,
-                                             total_payoff=sum(p.own_payoff for p in past), with_communication=False)
+                                             total_payoff=sum(p.own_payoff for p in past), with_communication=False,
+                                             language=self.language)
         result = await self._turn(round_number, TurnKind.DECISION.value, prompt, deadline)
         state["choice"] = result.choice
         return result
 
     def record_outcome(self, round_number: int, own_choice: str, associate_choice: str) -> None:
         """The round's result as the lab settled it; shown in later decision prompts."""
-        if own_choice not in protocol.CHOICES or associate_choice not in protocol.CHOICES:
-            raise ValueError(f"choices must be in {protocol.CHOICES}")
+        if own_choice not in self.experiment.choice_ids or associate_choice not in self.experiment.choice_ids:
+            raise ValueError(f"choices must be in {self.experiment.choice_ids}")
         own_payoff, associate_payoff = (prompts.points(p) for p in
                                         self.experiment.payoff_matrix[(own_choice, associate_choice)])
         self._round(round_number).update(choice=own_choice, associate_choice=associate_choice,
@@ -211,7 +212,8 @@ class PersonaAgent:
                 return self._finish(round_number, kind, started, calls, exchange, None, fitted.status)
             sent, trimmed = fitted
             shape = grammars.OutputShape("decision" if is_decision else "message", _steps_asked(prompt),
-                                         self.message_max_chars, chinese=self._writes_chinese() and not is_decision)
+                                         self.message_max_chars, chinese=self._writes_chinese() and not is_decision,
+                                         choices=tuple(self.choice_labels.values()))
             record = await self._call(sent, round_number, kind, 1, model_deadline, trimmed,
                                       CallOptions(shape=shape))
             calls.append(record)
@@ -226,7 +228,7 @@ class PersonaAgent:
                 too_long = "message_too_long" in record.flags
                 reask = prompts.reask_prompt(is_decision, too_long=too_long, max_chars=self.message_max_chars,
                                              problem=self._problem(kind, record.status, record.raw_reply),
-                                             experiment=self.experiment)
+                                             experiment=self.experiment, language=self.language)
                 bad_reply = record.raw_reply or EMPTY_REPLY
                 refit = self._fit([ChatMessage("user", prompt), ChatMessage("assistant", bad_reply),
                                    ChatMessage("user", reask)], round_number)
@@ -302,8 +304,12 @@ class PersonaAgent:
         if status not in (CallStatus.PARSE_ERROR.value, CallStatus.REFUSAL.value):
             return None
         if kind == TurnKind.DECISION.value:
-            return choice_problem(reply)
+            return choice_problem(reply, self._label_ids())
         return message_problem(reply, self.message_max_chars, chinese=self._writes_chinese())
+
+    def _label_ids(self) -> dict[str, str]:
+        """The choices' labels it answers with -> their ids (what the lab records)."""
+        return {label: choice for choice, label in self.choice_labels.items()}
 
     def _writes_chinese(self) -> bool:
         """Its messages must be Chinese: it chats in Chinese and its model says so (llm_chinese_messages)."""
@@ -343,7 +349,8 @@ class PersonaAgent:
         reasoning = "\n".join(part for part in (reply.reasoning, reasoning) if part) or None
         if status == CallStatus.OK.value:
             if kind == TurnKind.DECISION.value:
-                parsed = grammar_choice(reply.text) if shaped else parse_choice(reply.text)
+                parsed = (grammar_choice(reply.text, self._label_ids()) if shaped
+                          else parse_choice(reply.text, self._label_ids()))
             else:
                 parsed = parse_message(reply.text, max_chars=None) or (grammar_message(reply.text) if shaped else None)
                 if parsed is not None and len(parsed) > self.message_max_chars:
@@ -407,7 +414,7 @@ class PersonaAgent:
         is_decision = kind == TurnKind.DECISION.value
         if fallback_reason is not None:
             parsed = self._random_choice(round_number) if is_decision else None
-            exchange.append({"role": "assistant", "content": _fallback_note(kind, parsed)})
+            exchange.append({"role": "assistant", "content": _fallback_note(kind, self.choice_labels.get(parsed))})
         self.conversation += [{"round": round_number, **entry} for entry in exchange]
         result = TurnResult(
             agent_id=self.agent_id, round_number=round_number, turn=kind, status=status,
@@ -420,9 +427,9 @@ class PersonaAgent:
     def _random_choice(self, round_number: int) -> str:
         """A late human gets a random choice; ours is seeded per agent and round when a seed is set."""
         if self.seed is None:
-            return random.SystemRandom().choice(protocol.CHOICES)
+            return random.SystemRandom().choice(self.experiment.choice_ids)
         digest = hashlib.sha256(f"{self.seed}|{self.agent_id}|{round_number}".encode()).digest()
-        return random.Random(int.from_bytes(digest[:8], "big")).choice(protocol.CHOICES)
+        return random.Random(int.from_bytes(digest[:8], "big")).choice(self.experiment.choice_ids)
 
     def _misuse(self, round_number: int, kind: TurnKind) -> TurnResult:
         """A message turn asked of an agent in a game without communication: a flagged no-op."""

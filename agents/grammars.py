@@ -1,7 +1,8 @@
 """The paper's reply format as a grammar, for servers that constrain their sampler.
 
 The reply stays the paper's text: STEP 1 … STEP n, one line each, then a message inside ``<…>``
-(message stages) or the sentence ``I DECIDE TO CHOOSE [A]`` / ``[B]`` (decision stages). Only the
+(message stages) or the sentence ``I DECIDE TO CHOOSE [A]`` / ``[B]`` (decision stages; the choices
+as the prompts name them, ``OutputShape.choices``). Only the
 server's sampler is told the shape, so a small local model cannot wander off it.
 
 Each stage's shape is written twice, as llama.cpp's GBNF (``grammar``) and as a regular expression
@@ -54,6 +55,8 @@ class OutputShape:
     steps: int
     message_chars: int = protocol.MESSAGE_MAX_CHARS
     chinese: bool = False  # the message opens with a Han character (a zh agent's llm_chinese_messages)
+    # a decision's choices as the prompts name them (their labels in the session's language; the paper's A and B)
+    choices: tuple[str, ...] = ("A", "B")
 
     def step_chars(self, max_tokens: int) -> int:
         share = REASONING_CHARS_PER_TOKEN * max_tokens // (2 * max(1, self.steps or 1))
@@ -250,6 +253,15 @@ def _chinese_message(chars: int, gbnf_syntax: bool) -> str:
     return f"[{parsing.HAN}]" + (" " if gbnf_syntax and rest else "") + rest
 
 
+def _choice(labels: tuple[str, ...], gbnf_syntax: bool) -> str:
+    """One of the labels, exactly (the paper's single letters as the class [AB])."""
+    if all(len(label) == 1 and label.isascii() and label.isalnum() for label in labels):
+        return "[" + "".join(labels) + "]"
+    if gbnf_syntax:
+        return "( " + " | ".join(json.dumps(label, ensure_ascii=False) for label in labels) + " )"
+    return "(?:" + "|".join(re.escape(label) for label in labels) + ")"
+
+
 def _banned(shape: OutputShape) -> str:
     return _INSIDE if shape.kind == "message" else r"\n\[\]［］"
 
@@ -267,7 +279,7 @@ def gbnf(shape: OutputShape, max_tokens: int) -> str:
                                   else _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=True))
         rules += [f'lead ::= [^{banned}]{{0,{line}}}', f"message ::= {message}", *message_rules]
     else:
-        last = f'"STEP {shape.steps}: " step "\\n" "I DECIDE TO CHOOSE [" [AB] "]"'
+        last = f'"STEP {shape.steps}: " step "\\n" "I DECIDE TO CHOOSE [" {_choice(shape.choices, True)} "]"'
     return "\n".join([f"root ::= {' '.join(steps + [last])}", *rules])
 
 
@@ -282,7 +294,8 @@ def regex(shape: OutputShape, max_tokens: int) -> str:
         message = (_chinese_message(shape.inside_chars(max_tokens), False) if shape.chinese
                    else _message_rules(shape.inside_chars(max_tokens), gbnf_syntax=False)[0])
         return steps + head + f"[^{banned}]{{0,{line}}}<{message}>"
-    return steps + f"STEP {shape.steps}: [^{banned}]{{1,{line}}}\\nI DECIDE TO CHOOSE \\[[AB]\\]"
+    choice = _choice(shape.choices, False)
+    return steps + f"STEP {shape.steps}: [^{banned}]{{1,{line}}}\\nI DECIDE TO CHOOSE \\[{choice}\\]"
 
 
 def request_fields(grammar_format: str, shape: OutputShape, max_tokens: int) -> dict[str, Any]:

@@ -1,5 +1,8 @@
 """Reading the agent's reply: the message inside ``<...>`` and the choice in ``I DECIDE TO CHOOSE [A]``.
 
+The choice is named by its label in the session's language (the paper's: A and B, its ids), and
+returned as its id: every function that reads a choice takes ``choices``, label -> id.
+
 Both parsers are tolerant of what real models write (full-width brackets and letters, Markdown
 bold, quotes, extra words, Chinese phrasing) and return None for anything they cannot read with
 confidence: the agent then re-asks once or falls back. The last usable message wins, because
@@ -14,9 +17,10 @@ kidding", "wait, no") are None: re-asked, never guessed.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from typing import Optional
+from typing import Mapping, Optional
 
 import protocol
 
@@ -90,16 +94,50 @@ _RETRACTION = re.compile(
 )
 _QUOTES = "\"'“”‘’「」『』*_` "
 _CHOICE_SENTENCE = re.compile(r"(?:I\s*DECIDE\s*TO\s*CHOOSE|我决定选择?)", re.IGNORECASE)
-# What may follow the sentence before the letter: spaces, Markdown, quotes, brackets, "option".
-_CHOICE_LETTER = re.compile(
-    r"""^[\s*_:："'“”‘’`]*(?:(?:option|strategy|to\s+play|play|playing)\s*)?[\s*_"'“”‘’`]*"""
-    r"""[\[【(（{]?[\s*_"'“”‘’`]*(?:option\s*)?([AB])(?![A-Za-z])[\s*_"'“”‘’`]*[\]】)）}]?""",
-    re.IGNORECASE,
-)
-# "[A] or [B]", "A/B", "A or B": the instruction echoed, not a choice; "A and B": no choice either.
-_ECHOED_ALTERNATIVES = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:or|/|\||或者?|还是)\s*[\[【(（{]?\s*[AB]\b",
-                                  re.IGNORECASE)
-_BOTH_LETTERS = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:and|&|\+|,|和|与|跟)\s*[\[【(（{]?\s*[AB]\b", re.IGNORECASE)
+PAPER_CHOICES = {"A": "A", "B": "B"}  # label -> id: the paper's choices are shown as their ids
+
+
+class _ChoicePatterns:
+    """The decision sentence's patterns for the choices' labels (label -> id; the paper's: A and B).
+    The check (experiment_design/coherence.py) keeps labels apart: neither within the other in any
+    case, no brackets; the labels are compared as the reply is read, NFKC and in any case."""
+
+    def __init__(self, choices: dict[str, str]) -> None:
+        labels = [unicodedata.normalize("NFKC", label) for label in choices]
+        self.ids = {label.casefold(): choice for label, choice in zip(labels, choices.values())}
+        self.labels = sorted(labels, key=len, reverse=True)
+        # A label that ends in a letter or digit ends at a word's end; one that ends otherwise (鹿) where it ends.
+        either = "|".join(re.escape(label) + (r"\b" if label[-1].isascii() and label[-1].isalnum() else "")
+                          for label in self.labels)
+        # What may follow the sentence before the label: spaces, Markdown, quotes, brackets, "option".
+        self.chosen = re.compile(
+            r"""^[\s*_:："'“”‘’`]*(?:(?:option|strategy|to\s+play|play|playing)\s*)?[\s*_"'“”‘’`]*"""
+            r"""[\[【(（{]?[\s*_"'“”‘’`]*(?:option\s*)?(""" + "|".join(map(re.escape, self.labels)) +
+            r""")(?![A-Za-z])[\s*_"'“”‘’`]*[\]】)）}]?""",
+            re.IGNORECASE,
+        )
+        # "[A] or [B]", "A/B", "A or B": the instruction echoed, not a choice; "A and B": no choice either.
+        self.echoed_alternatives = re.compile(
+            r"^[\s\]】)）}*_\"'“”‘’`]*(?:or|/|\||或者?|还是)\s*[\[【(（{]?\s*(?:" + either + ")", re.IGNORECASE)
+        self.both = re.compile(r"^[\s\]】)）}*_\"'“”‘’`]*(?:and|&|\+|,|和|与|跟)\s*[\[【(（{]?\s*(?:" + either + ")",
+                               re.IGNORECASE)
+        # What a grammar-shaped reply ends with (agents/grammars.py), the labels exactly as the grammar writes them.
+        self.final = re.compile(r"I DECIDE TO CHOOSE \[(" + "|".join(re.escape(label) for label in choices) +
+                                r")\]\s*$")
+        self.originals = dict(choices)
+
+    def id_of(self, label: str) -> str:
+        return self.ids[unicodedata.normalize("NFKC", label).casefold()]
+
+
+@functools.lru_cache(maxsize=16)
+def _patterns(choices: tuple[tuple[str, str], ...]) -> _ChoicePatterns:
+    return _ChoicePatterns(dict(choices))
+
+
+def _choice_patterns(choices: Optional[Mapping[str, str]]) -> _ChoicePatterns:
+    """``choices``: label -> id, as the agent's prompts name the choices (None: the paper's A and B)."""
+    return _patterns(tuple((choices or PAPER_CHOICES).items()))
 
 
 _OPENINGS = "(?:" + "|".join("(?i:" + " ?".join(map(re.escape, opening.split())) + ")" for opening in ECHO_OPENINGS) + ")"
@@ -199,16 +237,15 @@ def grammar_message(reply: Optional[str]) -> Optional[str]:
     return text if _usable(text) else None
 
 
-_FINAL_CHOICE = re.compile(r"I DECIDE TO CHOOSE \[([AB])\]\s*$")
-
-
-def grammar_choice(reply: Optional[str]) -> Optional[str]:
-    """The choice of a reply the server's grammar shaped (agents/grammars.py): the letter of its
-    forced last line ``I DECIDE TO CHOOSE [A]``, after which the grammar allows nothing. Its
+def grammar_choice(reply: Optional[str], choices: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The choice of a reply the server's grammar shaped (agents/grammars.py): the id of the label
+    of its forced last line ``I DECIDE TO CHOOSE [A]``, after which the grammar allows nothing. Its
     reasoning lines are steps towards it, whatever letters they name ("STEP 2: I decide to
-    choose B …" then "I DECIDE TO CHOOSE [A]" is a choice of A, not a conflict)."""
-    found = _FINAL_CHOICE.search(reply or "")
-    return found.group(1) if found else None
+    choose B …" then "I DECIDE TO CHOOSE [A]" is a choice of A, not a conflict). ``choices``:
+    label -> id (None: the paper's A and B)."""
+    patterns = _choice_patterns(choices)
+    found = patterns.final.search(reply or "")
+    return patterns.originals[found.group(1)] if found else None
 
 
 _SENTENCE_END = re.compile(r"[.!?。！？…~～]+[\"'”’」)]*\s*")
@@ -238,25 +275,27 @@ def _clean_message(text: str) -> str:
     return " ".join(text.split()).strip(_QUOTES)
 
 
-def parse_choice(reply: Optional[str]) -> Optional[str]:
-    """"A" or "B" from the last unambiguous ``I DECIDE TO CHOOSE [X]``; None if there is none."""
+def parse_choice(reply: Optional[str], choices: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The id of the choice of the last unambiguous ``I DECIDE TO CHOOSE [X]``, X a label of
+    ``choices`` (label -> id; None: the paper's A and B) in any case; None if there is none."""
     answer, _ = split_reasoning(reply)
     if not answer:
         return None
+    patterns = _choice_patterns(choices)
     text = unicodedata.normalize("NFKC", answer)  # full-width ［Ａ］ -> [A]
     chosen: list[str] = []
     last_end = 0
     for sentence in _CHOICE_SENTENCE.finditer(text):
         rest = text[sentence.end(): sentence.end() + 80]
-        letter = _CHOICE_LETTER.match(rest)
+        letter = patterns.chosen.match(rest)
         if letter is None:
             continue  # "I DECIDE TO CHOOSE []" echoed, or no letter
         after = rest[letter.end():]
-        if _ECHOED_ALTERNATIVES.match(after):
+        if patterns.echoed_alternatives.match(after):
             continue  # "[A] or [B]": the instruction, not a decision
-        if _BOTH_LETTERS.match(after):
+        if patterns.both.match(after):
             return None  # "A and B": no single choice
-        chosen.append(letter.group(1).upper())
+        chosen.append(patterns.id_of(letter.group(1)))
         last_end = sentence.end() + letter.end()
     if len(set(chosen)) != 1:
         return None  # none, or conflicting decisions: re-asked, never guessed
@@ -285,20 +324,24 @@ def message_problem(reply: Optional[str], max_chars: int = protocol.MESSAGE_MAX_
             "to send\"), not a message to your associate")
 
 
-def choice_problem(reply: Optional[str]) -> str:
-    """What is wrong with a reply as a decision turn, in a few words (the re-ask says it)."""
+def choice_problem(reply: Optional[str], choices: Optional[Mapping[str, str]] = None) -> str:
+    """What is wrong with a reply as a decision turn, in a few words (the re-ask says it);
+    ``choices``: label -> id, named by their labels (None: the paper's A and B)."""
     answer, _ = split_reasoning(reply)
     if not answer:
         return "the reply was empty"
+    patterns = _choice_patterns(choices)
+    first, second = patterns.originals
     text = unicodedata.normalize("NFKC", answer)
     sentences = list(_CHOICE_SENTENCE.finditer(text))
     if not sentences:
         return ("the reply refused the task instead of answering it" if is_refusal(answer)
-                else "it did not end with the sentence I DECIDE TO CHOOSE [A] or I DECIDE TO CHOOSE [B]")
-    letters = {m.group(1).upper() for s in sentences
-               if (m := _CHOICE_LETTER.match(text[s.end(): s.end() + 80])) is not None}
+                else f"it did not end with the sentence I DECIDE TO CHOOSE [{first}] or I DECIDE TO CHOOSE [{second}]")
+    letters = {patterns.id_of(m.group(1)) for s in sentences
+               if (m := patterns.chosen.match(text[s.end(): s.end() + 80])) is not None}
     if not letters:
-        return "the sentence I DECIDE TO CHOOSE had no letter A or B after it"
+        what = "letter A or B" if patterns.originals == PAPER_CHOICES else f"choice {first} or {second}"
+        return f"the sentence I DECIDE TO CHOOSE had no {what} after it"
     if len(letters) > 1:
-        return "it chose both A and B"
+        return f"it chose both {first} and {second}"
     return "the choice was unclear (both letters, or taken back after it was stated)"

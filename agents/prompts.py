@@ -14,6 +14,7 @@ Jinja2 is held at 2.11 by oTree's MarkupSafe pin: the templates use nothing newe
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from dataclasses import dataclass
@@ -101,12 +102,24 @@ def points(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
+def choice_labels(experiment: Optional[ed.Experiment] = None, language: Optional[str] = None) -> dict[str, str]:
+    """Each choice's id -> how the agents' prompts name it and the agents answer with it: its label in the
+    session's ``language`` (the participants', whom they chat with); without a language, its id. The
+    paper's labels are its ids, A and B."""
+    experiment = experiment or paper_experiment()
+    if language is None:
+        return {choice: choice for choice in experiment.choice_ids}
+    return {choice: experiment.choice_label(choice, _experiment_language(language)) for choice in experiment.choice_ids}
+
+
 @functools.lru_cache(maxsize=16)
-def game_variables(experiment: Optional[ed.Experiment] = None) -> dict[str, object]:
-    """What the templates say of the game: its choices (the ids the agents answer with), the payoffs,
-    the matching, the message exchanges of the game with chat and the message word limit."""
+def game_variables(experiment: Optional[ed.Experiment] = None, language: Optional[str] = None) -> dict[str, object]:
+    """What the templates say of the game: its choices (their labels in ``language``, which the agents
+    answer with: ``choice_labels``), the payoffs, the matching, the message exchanges of the game with
+    chat and the message word limit."""
     experiment = experiment or paper_experiment()
     first, second = experiment.choice_ids
+    labels = choice_labels(experiment, language)
     matrix = experiment.payoff_matrix
     for choice in (first, second):
         own, other = matrix[(choice, choice)]
@@ -115,7 +128,7 @@ def game_variables(experiment: Optional[ed.Experiment] = None) -> dict[str, obje
                              f"choose {choice}, but the payoffs are {own} and {other}")
     with_chat = [game for game in experiment.game_ids if experiment.chat_exchanges(game)]
     return dict(
-        choice_1=first, choice_2=second, matching=experiment.matching,
+        choice_1=labels[first], choice_2=labels[second], matching=experiment.matching,
         chat_exchanges=experiment.chat_exchanges(with_chat[0]) if with_chat else 0,
         max_words=experiment.agent_message_max_words,
         payoff_aa=points(matrix[(first, first)][0]), payoff_bb=points(matrix[(second, second)][0]),
@@ -124,11 +137,13 @@ def game_variables(experiment: Optional[ed.Experiment] = None) -> dict[str, obje
     )
 
 
-def render(template_name: str, experiment: Optional[ed.Experiment] = None, **variables: object) -> str:
+def render(template_name: str, experiment: Optional[ed.Experiment] = None, *, language: Optional[str] = None,
+           **variables: object) -> str:
     """Render one template by file name with explicit variables (used by the tests too); what of the
-    game they do not give comes from ``experiment`` (default: the paper's)."""
+    game they do not give comes from ``experiment`` (default: the paper's), its choices named as
+    ``language`` labels them."""
     return _environment().get_template(template_name).render(
-        {**game_variables(experiment), **variables}).strip("\n")
+        {**game_variables(experiment, language), **variables}).strip("\n")
 
 
 @functools.lru_cache(maxsize=16)
@@ -160,8 +175,8 @@ def check(persona: Optional[str] = None, language: Optional[str] = None,
     return experiment
 
 
-def _file(path: str, experiment: ed.Experiment, **variables: object) -> str:
-    return render(_template_name(path), experiment, **variables)
+def _file(path: str, experiment: ed.Experiment, language: str, **variables: object) -> str:
+    return render(_template_name(path), experiment, language=language, **variables)
 
 
 @functools.lru_cache(maxsize=64)
@@ -170,9 +185,9 @@ def system_prompt(persona: str, language: str = "zh", *, with_communication: boo
     experiment = check(persona, language, experiment)
     code, agents = _experiment_language(language), experiment.design.agents
     return _file(
-        agents.system_prompt[code], experiment,
-        example_dialogues=_file(agents.example_dialogues[code], experiment),
-        roleplay=_file(experiment.roleplay_file(persona, code), experiment),
+        agents.system_prompt[code], experiment, language,
+        example_dialogues=_file(agents.example_dialogues[code], experiment, language),
+        roleplay=_file(experiment.roleplay_file(persona, code), experiment, language),
         with_communication=with_communication,
     )
 
@@ -184,7 +199,7 @@ def _chat_language(language: str, experiment: ed.Experiment) -> str:
 def message_1_prompt(round_number: int, persona: str, language: str = "zh", *,
                      experiment: Optional[ed.Experiment] = None) -> str:
     experiment = check(persona, language, experiment)
-    return render("message_1.j2", experiment, round_number=round_number,
+    return render("message_1.j2", experiment, language=language, round_number=round_number,
                   persona_name=experiment.persona_prompt_name(persona),
                   chat_language=_chat_language(language, experiment))
 
@@ -193,7 +208,8 @@ def message_2_prompt(own_message_1: Optional[str], associate_message_1: Optional
                      experiment: Optional[ed.Experiment] = None) -> str:
     """None for a message = it was not sent in time; the prompt says so plainly."""
     experiment = check(language=language, experiment=experiment)
-    return render("message_2.j2", experiment, own_message_1=own_message_1, associate_message_1=associate_message_1,
+    return render("message_2.j2", experiment, language=language, own_message_1=own_message_1,
+                  associate_message_1=associate_message_1,
                   chat_language=_chat_language(language, experiment))
 
 
@@ -209,25 +225,34 @@ def decision_prompt(
     own_message_2: Optional[str] = None,
     associate_message_2: Optional[str] = None,
     experiment: Optional[ed.Experiment] = None,
+    language: Optional[str] = None,
 ) -> str:
-    experiment = check(persona, experiment=experiment)
-    common = dict(round_number=round_number, persona_name=experiment.persona_prompt_name(persona), history=history,
+    """``history``'s choices are ids; the prompt names them as ``language`` labels them (``choice_labels``)."""
+    experiment = check(persona, language, experiment)
+    labels = choice_labels(experiment, language)
+    shown = [dataclasses.replace(past, own_choice=labels.get(past.own_choice, past.own_choice),
+                                 associate_choice=labels.get(past.associate_choice, past.associate_choice))
+             for past in history]
+    common = dict(round_number=round_number, persona_name=experiment.persona_prompt_name(persona), history=shown,
                   total_payoff=total_payoff)
     if not with_communication:
-        return render("decision_woc.j2", experiment, **common)
-    return render("decision.j2", experiment, own_message_1=own_message_1, associate_message_1=associate_message_1,
+        return render("decision_woc.j2", experiment, language=language, **common)
+    return render("decision.j2", experiment, language=language, own_message_1=own_message_1,
+                  associate_message_1=associate_message_1,
                   own_message_2=own_message_2, associate_message_2=associate_message_2, **common)
 
 
 def reask_prompt(is_decision: bool, *, too_long: bool = False, max_chars: int = protocol.MESSAGE_MAX_CHARS,
-                 problem: Optional[str] = None, experiment: Optional[ed.Experiment] = None) -> str:
+                 problem: Optional[str] = None, experiment: Optional[ed.Experiment] = None,
+                 language: Optional[str] = None) -> str:
     """Our one-time re-ask after a malformed reply, or a message over the limit (not in the paper);
     ``problem`` (what the parser found wrong) is appended as one line, so the re-ask is never the
     request that failed."""
     if too_long and not is_decision:
-        text = render("reask_message_shorter.j2", experiment, max_chars=max_chars)
+        text = render("reask_message_shorter.j2", experiment, language=language, max_chars=max_chars)
     else:
-        text = render("reask_decision.j2" if is_decision else "reask_message.j2", experiment)
+        text = render("reask_decision.j2" if is_decision else "reask_message.j2", experiment, language=language)
     if problem:
-        text += "\n" + render("reask_problem.j2", experiment, problem=" ".join(problem.split()).rstrip("."))
+        text += "\n" + render("reask_problem.j2", experiment, language=language,
+                               problem=" ".join(problem.split()).rstrip("."))
     return text

@@ -18,7 +18,9 @@ exercised exactly as with a real model:
   GREEDY as selfish; any other as fair, the paper's middle persona.
 
 The points its replies quote are the game's as the system prompt states them (the session's
-experiment's payoffs); the paper's when the prompt states none.
+experiment's payoffs); the paper's when the prompt states none. It names the choices as the system
+prompt does (the labels of the session's language: "Stag" and "Hare" for A and B), in its messages,
+its reasoning and its decision; "A" above is the first of them, "B" the second.
 
 Seeded: a call's randomness comes from ``simulated_seed``, the call scope the agent sets
 (agent, seed, round, turn, attempt) and the prompt, so replies do not depend on the order
@@ -29,6 +31,7 @@ prompt): a list of ``(matches(messages) -> bool, respond(messages, rng) -> str)`
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import random
 import re
@@ -55,11 +58,25 @@ PERSONA_WORDS = (("RECIPROC", "reciprocating"), ("TIT FOR TAT", "reciprocating")
                  ("COMPETITI", "selfish"), ("GREEDY", "selfish"))
 # "Remember that you are a FAIR-MINDED human" (the turns' prompts), "You are a FAIR-MINDED human" (role-play)
 _PERSONA_NAME = re.compile(r"(?:Remember that you|You) are an? ([A-Z][A-Z '-]*?) human")
-_BOTH_CHOOSE = re.compile(r"If both you and your associate choose A, both will receive (-?[\d.]+)\..*?"
-                          r"If both you and your associate choose B, both will receive (-?[\d.]+)\..*?"
-                          r"If you choose A and your associate chooses B, you will receive (-?[\d.]+) and your "
-                          r"associate will receive (-?[\d.]+)\..*?"
-                          r"If you choose B and your associate chooses A, you will receive (-?[\d.]+)", re.S)
+# prompts/_game_rules.j2: the choices as the prompts name them, then the payoffs.
+_OPTIONS = re.compile(r"each has two options: playing (.+?) or playing (.+?)\. The payoff")
+PAPER_LABELS = ("A", "B")
+
+
+def choice_labels(system: str) -> tuple[str, str]:
+    """The two choices as the system prompt's rules name them (the paper's A and B when it names none)."""
+    found = _OPTIONS.search(system)
+    return (found.group(1), found.group(2)) if found else PAPER_LABELS
+
+
+@functools.lru_cache(maxsize=16)
+def _both_choose(first: str, second: str) -> re.Pattern:
+    a, b = re.escape(first), re.escape(second)
+    return re.compile(rf"If both you and your associate choose {a}, both will receive (-?[\d.]+)\..*?"
+                      rf"If both you and your associate choose {b}, both will receive (-?[\d.]+)\..*?"
+                      rf"If you choose {a} and your associate chooses {b}, you will receive (-?[\d.]+) and your "
+                      rf"associate will receive (-?[\d.]+)\..*?"
+                      rf"If you choose {b} and your associate chooses {a}, you will receive (-?[\d.]+)", re.S)
 
 
 class Points(NamedTuple):
@@ -78,7 +95,7 @@ PAPER_POINTS = Points(*(str(protocol.payoff(own, other)) for own, other in (("A"
 
 def game_points(system: str) -> Points:
     """The payoffs as the system prompt's rules state them (prompts/_game_rules.j2)."""
-    found = _BOTH_CHOOSE.search(system)
+    found = _both_choose(*choice_labels(system)).search(system)
     if not found:
         return PAPER_POINTS
     both_a, both_b, exploited, _, exploiting = found.groups()
@@ -96,27 +113,37 @@ def persona_kind(messages: list[ChatMessage]) -> str:
     return next((kind for marker, kind in PERSONA_MARKERS.items() if marker in system), "fair")
 
 
-# Canned messages: (persona kind, language) -> options, with the game's points. "promise" proposes A/A.
+# Canned messages: (persona kind, language) -> options, with the game's points and its choices ({a}: the first,
+# {b}: the second, as the prompts name them). "promise" proposes A/A.
 MESSAGE_TEMPLATES = {
-    ("promise", "zh"): ["咱们都选A吧，各拿{both_a}，双赢！", "一起选A呗，大家都不亏～", "选A吧，合作最划算，我肯定选A。",
-                        "我选A，你也选A，咱俩都拿{both_a}，咋样？"],
-    ("promise", "en"): ["Let's both pick A, {both_a} each, win-win!", "How about we both go A? Nobody loses.",
-                        "I'm going A, you go A too and we both get {both_a}.", "A for both of us? Best deal around."],
-    ("agree", "zh"): ["好嘞，说定了，都选A！", "行，一言为定，选A～", "没问题，咱俩都选A！"],
-    ("agree", "en"): ["Deal, A it is!", "Cool, we both go A then.", "Sounds good, A for both!"],
-    ("persuade", "zh"): ["还是选A吧，都选B只有{both_b}，太亏了。", "别选B嘛，一起选A各拿{both_a}多好。"],
-    ("persuade", "en"): ["Come on, let's do A, both B only gets us {both_b}.",
-                         "Don't go B, A/A gives us {both_a} each."],
+    ("promise", "zh"): ["咱们都选{a}吧，各拿{both_a}，双赢！", "一起选{a}呗，大家都不亏～", "选{a}吧，合作最划算，我肯定选{a}。",
+                        "我选{a}，你也选{a}，咱俩都拿{both_a}，咋样？"],
+    ("promise", "en"): ["Let's both pick {a}, {both_a} each, win-win!", "How about we both go {a}? Nobody loses.",
+                        "I'm going {a}, you go {a} too and we both get {both_a}.",
+                        "{a} for both of us? Best deal around."],
+    ("agree", "zh"): ["好嘞，说定了，都选{a}！", "行，一言为定，选{a}～", "没问题，咱俩都选{a}！"],
+    ("agree", "en"): ["Deal, {a} it is!", "Cool, we both go {a} then.", "Sounds good, {a} for both!"],
+    ("persuade", "zh"): ["还是选{a}吧，都选{b}只有{both_b}，太亏了。", "别选{b}嘛，一起选{a}各拿{both_a}多好。"],
+    ("persuade", "en"): ["Come on, let's do {a}, both {b} only gets us {both_b}.",
+                         "Don't go {b}, {a}/{a} gives us {both_a} each."],
     ("vague", "zh"): ["看情况吧，我再想想。", "嗯，这局我自己有数。"],
     ("vague", "en"): ["We'll see, let me think.", "I've got my own plan this round."],
 }
 # The canned messages with the paper's points (what a prompt stating no payoffs gets).
-MESSAGES = {key: [option.format(**PAPER_POINTS._asdict()) for option in options]
+MESSAGES = {key: [option.format(a="A", b="B", **PAPER_POINTS._asdict()) for option in options]
             for key, options in MESSAGE_TEMPLATES.items()}
-_PAST_ROUND = re.compile(r"In round (\d+): you choose ([AB]), your associate chooses ([AB])")
 _ASSOCIATE_LINE = re.compile(r"^Your associate: (.*)$", re.M)
-_SAYS_A = re.compile(r"(?<![A-Za-z])A(?![A-Za-z])")
-_SAYS_B = re.compile(r"(?<![A-Za-z])B(?![A-Za-z])")
+
+
+@functools.lru_cache(maxsize=16)
+def _past_round(first: str, second: str) -> re.Pattern:
+    either = f"({re.escape(first)}|{re.escape(second)})"
+    return re.compile(rf"In round (\d+): you choose {either}, your associate chooses {either}")
+
+
+@functools.lru_cache(maxsize=16)
+def _says(label: str) -> re.Pattern:
+    return re.compile(rf"(?<![A-Za-z]){re.escape(label)}(?![A-Za-z])")
 
 Matcher = Callable[[list[ChatMessage]], bool]
 Responder = Callable[[list[ChatMessage], random.Random], str]
@@ -127,9 +154,9 @@ def _stable_random(*parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def _associate_proposes_a(text: Optional[str]) -> bool:
+def _associate_proposes_a(text: Optional[str], labels: tuple[str, str] = PAPER_LABELS) -> bool:
     """Crude reading of a chat line: mentions A and not B (the paper's agents are no cleverer)."""
-    return bool(text) and bool(_SAYS_A.search(text)) and not _SAYS_B.search(text)
+    return bool(text) and bool(_says(labels[0]).search(text)) and not _says(labels[1]).search(text)
 
 
 class SimulatedModel:
@@ -187,50 +214,54 @@ class SimulatedModel:
         persona = persona_kind(messages)
         language = "zh" if "converse in Chinese" in system else "en"
         prompt = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        labels = choice_labels(system)
         if "I DECIDE TO CHOOSE" in prompt:
-            return self._decision(persona, messages, prompt, rng, game_points(system))
+            return self._decision(persona, messages, prompt, rng, game_points(system), labels)
         if "<The message you want to send>" in prompt:
-            return self._message(persona, language, prompt, rng, game_points(system))
+            return self._message(persona, language, prompt, rng, game_points(system), labels)
         return "I'm not sure what you mean."
 
-    def _message(self, persona: str, language: str, prompt: str, rng: random.Random, points: Points) -> str:
+    def _message(self, persona: str, language: str, prompt: str, rng: random.Random, points: Points,
+                 labels: tuple[str, str] = PAPER_LABELS) -> str:
         associate_lines = _ASSOCIATE_LINE.findall(prompt)
         replying = bool(associate_lines)  # the second message shows the associate's first
         if persona == "selfish" and rng.random() >= SELFISH_PROMISE_RATE:
             kind = "vague"
         elif replying:
-            kind = "agree" if _associate_proposes_a(associate_lines[-1]) else "persuade"
+            kind = "agree" if _associate_proposes_a(associate_lines[-1], labels) else "persuade"
         else:
             kind = "promise"
-        message = rng.choice(MESSAGE_TEMPLATES[(kind, language)]).format(**points._asdict())
+        a, b = labels
+        message = rng.choice(MESSAGE_TEMPLATES[(kind, language)]).format(a=a, b=b, **points._asdict())
         both_a, both_b, exploiting, exploited = points
         return (
-            f"STEP 1: If I choose B and my associate chooses A, I get {exploiting} and they get {exploited}; "
-            f"if we both choose B, {both_b} each.\n"
-            f"STEP 2: If I choose A and my associate chooses A, we both get {both_a}; "
-            f"if they choose B, I get {exploited} and they get {exploiting}.\n"
-            f"STEP 3: As a {persona} person, the ideal strategy pair for this round is A/A.\n"
+            f"STEP 1: If I choose {b} and my associate chooses {a}, I get {exploiting} and they get {exploited}; "
+            f"if we both choose {b}, {both_b} each.\n"
+            f"STEP 2: If I choose {a} and my associate chooses {a}, we both get {both_a}; "
+            f"if they choose {b}, I get {exploited} and they get {exploiting}.\n"
+            f"STEP 3: As a {persona} person, the ideal strategy pair for this round is {a}/{a}.\n"
             f"STEP 4: <{message}>"
         )
 
     def _decision(self, persona: str, messages: list[ChatMessage], prompt: str, rng: random.Random,
-                  points: Points) -> str:
+                  points: Points, labels: tuple[str, str] = PAPER_LABELS) -> str:
         both_a, both_b, exploiting, exploited = points
+        a, b = labels
         decision_prompt = next((m.content for m in reversed(messages)
                                 if m.role == "user" and "Now this is the" in m.content), prompt)
-        past = _PAST_ROUND.findall(decision_prompt)
-        exploited_last = bool(past) and past[-1][1:] == ("A", "B")
+        past = _past_round(a, b).findall(decision_prompt)
+        exploited_last = bool(past) and past[-1][1:] == (a, b)
         associate_lines = _ASSOCIATE_LINE.findall(decision_prompt)
         with_communication = bool(associate_lines)
-        associate_promised = any(_associate_proposes_a(line) for line in associate_lines)
+        associate_promised = any(_associate_proposes_a(line, labels) for line in associate_lines)
         if persona == "cooperative":
-            defect, reason = False, "I care about my associate and we agreed on A."
+            defect, reason = False, f"I care about my associate and we agreed on {a}."
         elif persona == "reciprocating":
-            defect = bool(past) and past[-1][2] == "B"
-            reason = "My associate chose B last round." if defect else "I return my associate's goodwill."
+            defect = bool(past) and past[-1][2] == b
+            reason = f"My associate chose {b} last round." if defect else "I return my associate's goodwill."
         elif persona == "selfish":
             defect = rng.random() < SELFISH_DEFECT_RATE
-            reason = "B pays me more whatever my associate does." if defect else f"A could pay {both_a} this time."
+            reason = f"{b} pays me more whatever my associate does." if defect else f"{a} could pay {both_a} this time."
         else:
             if exploited_last:
                 rate = FAIR_BREAK_RATE_AFTER_EXPLOITED
@@ -240,13 +271,14 @@ class SimulatedModel:
                 rate = self.cfg.simulated_fair_break_rate
             defect = rng.random() < rate
             reason = (f"I cannot risk getting only {exploited}." if defect
-                      else "A/A is fair and my associate seems honest.")
-        choice = "B" if defect else "A"
+                      else f"{a}/{a} is fair and my associate seems honest.")
+        choice = b if defect else a
+        talked = f"We talked about {a}/{a}." if associate_promised else f"No clear promise of {a} from my associate."
         return (
-            f"STEP 1: Choosing B gives me {exploiting} if my associate chooses A, {both_b} if B.\n"
-            f"STEP 2: Choosing A gives me {both_a} if my associate chooses A, {exploited} if B.\n"
+            f"STEP 1: Choosing {b} gives me {exploiting} if my associate chooses {a}, {both_b} if {b}.\n"
+            f"STEP 2: Choosing {a} gives me {both_a} if my associate chooses {a}, {exploited} if {b}.\n"
             f"STEP 3: I have played {len(past)} rounds so far, each with a new associate.\n"
-            f"STEP 4: {'We talked about A/A.' if associate_promised else 'No clear promise of A from my associate.'}\n"
+            f"STEP 4: {talked}\n"
             f"STEP 5: {reason}\n"
             f"I DECIDE TO CHOOSE [{choice}]"
         )

@@ -4,6 +4,7 @@ found, each as (field, message). The shape of each value is schema.py's."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Iterator, Mapping
 
 from experiment_design.problems import field_path
@@ -11,6 +12,8 @@ from experiment_design.schema import HUMAN, NAME_PATTERN, Design, shown
 from experiment_design.sizes import session_size_problem
 
 Found = Iterator[tuple[str, str]]
+# What frames an agent's answer or message, in any width (agents/parsing.py): no choice label holds one.
+BRACKETS = re.compile(r"[\[\]<>(){}［］＜＞（）｛｝【】〈〉⟨⟩「」『』]")
 STAGE_ORDER = ("message_1", "read_1", "message_2", "read_2", "decision", "result")
 
 
@@ -75,10 +78,42 @@ def _choices(design: Design) -> Found:
         yield "game.choices[2].id", f"is {shown(ids[1])}, the id of the first choice too: give each choice its own id"
     for number, choice in enumerate(game.choices, 1):
         yield from _per_language(design, f"game.choices[{number}].label", choice.label, "\"...\"")
+    yield from _labels_told_apart(design)
     if game.cooperative_choice is not None and game.cooperative_choice not in ids:
         yield ("game.cooperative_choice", f"is {shown(game.cooperative_choice)}, which is not a choice (the choices: "
                                           f"{', '.join(ids)}): write one of them, or remove the key (no cooperation "
                                           "rate)")
+
+
+def _label_key(label: str) -> str:
+    """A label as the agents' parser compares it (agents/parsing.py: NFKC, any case)."""
+    return unicodedata.normalize("NFKC", label).casefold()
+
+
+def _labels_told_apart(design: Design) -> Found:
+    """The agents answer with the labels of the session's language (I DECIDE TO CHOOSE [label]) and the
+    parser maps the label back to its choice: each language's two labels must be told apart in any case,
+    neither within the other ("Stag", "Stag hunt"), and without the brackets that frame the answer."""
+    first, second = design.game.choices
+    for language in design.languages:
+        labels = [choice.label.get(language) for choice in (first, second)]
+        for number, label in enumerate(labels, 1):
+            if label is not None and BRACKETS.search(label):
+                yield (f"game.choices[{number}].label.{language}",
+                       f"is {shown(label)}, with a bracket: the agents answer I DECIDE TO CHOOSE [label] and write "
+                       "their messages inside <>, so a label has no brackets; write it without")
+        if None in labels or any(BRACKETS.search(label) for label in labels):
+            continue
+        one, other = (_label_key(label) for label in labels)
+        if one == other:
+            yield (f"game.choices[2].label.{language}",
+                   f"is {shown(labels[1])}, the label of the first choice too (in any case): participants and agents "
+                   "could not tell the choices apart; give each choice its own label")
+        elif one.strip() in other or other.strip() in one:
+            yield (f"game.choices[2].label.{language}",
+                   f"is {shown(labels[1])} and the first choice's {shown(labels[0])}: one holds the other (in any "
+                   "case), so an agent's answer could not be told apart; give labels neither of which is within the "
+                   "other")
 
 
 def _payoffs(design: Design) -> Found:

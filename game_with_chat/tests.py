@@ -61,6 +61,7 @@ class PlayerBot(Bot):
             expect(self.player.choice_timed_out, False)
         if self.player.associate_kind == "agent":
             bots.check_agent_turn(self.player, TABLES, "decision")
+        bots.check_result(self.player, self.html)
         yield Result
         expect(self.player.associate_choice, "in", session_game(self.session).choices)
         expect(self.player.payoff, "in", session_game(self.session).own_points_options)

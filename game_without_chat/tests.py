@@ -20,5 +20,6 @@ class PlayerBot(Bot):
             yield Decision, {"choice": bots.scripted_choice(self.player)}
         if self.player.associate_kind == "agent":
             bots.check_agent_turn(self.player, TABLES, "decision")
+        bots.check_result(self.player, self.html)
         yield Result
         expect(self.player.associate_choice, "in", session_game(self.session).choices)

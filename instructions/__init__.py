@@ -5,6 +5,7 @@ run (odd number of people in H-H, too many rounds, an unknown language) is refus
 with a message saying why; and the session's manifest is frozen here (lab/record/manifest.py), once.
 """
 
+import html
 import json
 import time
 
@@ -27,8 +28,8 @@ class C(BaseConstants):
     NAME_IN_URL = "instructions"
     PLAYERS_PER_GROUP = None
     NUM_ROUNDS = 1
-    # The quiz asks one's own points for each pair of choices of the session's game (its choices
-    # are A and B: the fields' names), then about re-matching.
+    # The quiz asks one's own points for each pair of choices of the session's game (their ids are
+    # A and B: the fields' names; the questions name them by their labels), then about re-matching.
     QUIZ_CASES = (("A", "A"), ("A", "B"), ("B", "A"), ("B", "B"))
 
 
@@ -166,9 +167,12 @@ class Quiz(TranslatedTimer, Page):
         # and cleared (read from the attempt's record, so a reload shows the same).
         previous = last_quiz_answers(player)
         wrong = set(wrong_quiz_fields(player.session, previous)) if previous else set()
+        # the choices as the session's language labels them, escaped: the question around them is HTML
+        labels = choice_labels(player.session, session_settings.params_of(player).language)
+        shown = {choice: html.escape(label) for choice, label in labels.items()}
         questions = [
             dict(name=f"quiz_{own}{other}",
-                 text=t["intro_quiz_points_question"].format(own=own, other=other),
+                 text=t["intro_quiz_points_question"].format(own=shown[own], other=shown[other]),
                  options=[(str(value), value) for value in quiz_points_options(player.session)])
             for own, other in C.QUIZ_CASES
         ] + [dict(name="quiz_same_associate", text=t["intro_quiz_same_associate"],

@@ -1,9 +1,11 @@
+import html
 import re
 
 from otree.api import Bot, SubmissionMustFail, expect
 
 from lab.agent_runtime import bots
-from lab.base.session_game import session_game
+from lab.base.session_game import choice_labels, session_game
+from lab.base.session_settings import params
 
 from . import C, Quiz, QuizAttempt, Rules, Welcome, quiz_answer_key
 
@@ -15,6 +17,7 @@ class PlayerBot(Bot):
         for own_points, other_points in session_game(self.session).payoffs.values():  # the session's game
             expect(f"{own_points}, {other_points}", "in", self.html)
         yield Rules
+        check_quiz_names_the_labels(self.player, self.html)
         correct = quiz_answer_key(self.session)
         wrong = dict(correct, quiz_AB=correct["quiz_BA"])
         # Everyone fails once: the rules appear again and the attempt is on the record.
@@ -31,6 +34,15 @@ class PlayerBot(Bot):
         attempts = QuizAttempt.filter(player=self.player)
         expect([a.passed for a in attempts], [False, True])
         expect(C.NUM_ROUNDS, 1)
+
+
+def check_quiz_names_the_labels(player, page_html: str) -> None:
+    """Each points question names the two choices by their labels (the session's language)."""
+    labels = choice_labels(player.session, params(player.session).language)
+    for own, other in C.QUIZ_CASES:
+        question = question_html(page_html, f"quiz_{own}{other}")
+        for choice in (own, other):
+            expect(html.escape(labels[choice]), "in", question)
 
 
 def question_html(page_html: str, name: str) -> str:

@@ -224,7 +224,7 @@ def test_the_package_imports_nothing_of_the_project():
         assert reached & project_rooms == set(), path.name
         assert reached <= {"experiment_design", "pydantic", "pydantic_core", "__future__", "collections", "dataclasses",
                            "functools", "hashlib", "json", "math", "pathlib", "re", "string", "sys", "tomllib",
-                           "typing"}, path.name
+                           "typing", "unicodedata"}, path.name
 
 
 def test_each_difference_from_the_paper_shows_its_own_texts(paper):

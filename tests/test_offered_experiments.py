@@ -71,9 +71,15 @@ def test_matching_and_message_exchanges_run_but_not_a_single_game():
     assert not_runnable(one_game, PAPER)[0].startswith("games differs from the paper's (the lab runs two games")
 
 
-def test_choices_labelled_other_than_the_paper_s_texts_say_are_refused():
-    labelled = _variant(('label = { zh_hans = "A", en = "A" }', 'label = { zh_hans = "合作", en = "Blue" }'))
-    assert not_runnable(labelled, PAPER) == ["game.choices differs from the paper's"]
+def test_choices_labelled_their_own_way_run_but_not_other_ids():
+    labelled = _variant(('label = { zh_hans = "A", en = "A" }', 'label = { zh_hans = "蓝", en = "Blue" }'),
+                        ('label = { zh_hans = "B", en = "B" }', 'label = { zh_hans = "红", en = "Red" }'))
+    assert not_runnable(labelled, PAPER) == []
+    other_ids = _variant(('id = "A"', 'id = "C"'), ('cooperative_choice = "A"', 'cooperative_choice = "C"'),
+                         ("A = { A = [70, 70], B = [10, 80] }", "C = { C = [70, 70], B = [10, 80] }"),
+                         ("B = { A = [80, 10], B = [40, 40] }", "B = { C = [80, 10], B = [40, 40] }"))
+    assert not_runnable(other_ids, PAPER) == ["game.choices differs from the paper's",
+                                              "game.cooperative_choice differs from the paper's"]
 
 
 def test_the_tests_own_experiment_files_are_read_only_in_a_test_run_and_never_in_production():

@@ -85,6 +85,13 @@ def check_game_intro(player, page_html: str) -> None:
     keep_page(player, "GameIntro", page_html)
 
 
+def check_result(player, page_html: str) -> None:
+    """The result page names both choices by their labels (the experiment file's, the session's language)."""
+    experiment, language = frozen_experiment(player.session), params(player.session).language
+    for cell, choice in (("own-choice", player.choice), ("associate-choice", player.associate_choice)):
+        expect(f'id="{cell}">{html.escape(experiment.choice_label(choice, language))}', "in", page_html)
+
+
 def check_choices(player, page_html: str) -> None:
     """The decision page's buttons: each choice's id sent, its label (the experiment file's) shown."""
     experiment, language = frozen_experiment(player.session), params(player.session).language

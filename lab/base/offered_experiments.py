@@ -8,7 +8,7 @@ questionnaires (questionnaire/), and its agents' prompts come from it (agents/pr
 personas' role-play files, the [agents] files). A design that differs from experiments/paper.toml
 only where the lab follows the session (the payoffs, the matching, the exchanges of a game with
 chat beside one without, the personas and which of them the treatments name, the labels, the
-agents' files, the agents' message length, the currency and the values a session config carries:
+choices' labels (their ids are the paper's, A and B: the decision as stored), the agents' files, the agents' message length, the currency and the values a session config carries:
 rounds, limits, message length, money, the title, its config names, demo sizes), or runs a part of
 the paper's game orders, languages or questionnaires, runs; any other difference is named here,
 and settings.py does not offer the file on the create page (the server's log says why).
@@ -33,10 +33,10 @@ FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
 PAYMENT_NOT_FOLLOWED: set[str] = set()
 
 
-def _shown_as_papers(choices: list[dict], papers: list[dict]) -> bool:
-    """The choices have the paper's ids and show them as their labels (the pages write A and B)."""
-    return ([choice["id"] for choice in choices] == [choice["id"] for choice in papers]
-            and all(label == choice["id"] for choice in choices for label in choice["label"].values()))
+def _papers_ids(choices: list[dict], papers: list[dict]) -> bool:
+    """The choices have the paper's ids, in its order: the game apps store a decision as one of them and
+    the quiz asks each pair of them; the labels shown are the file's (the pages, the agents' prompts)."""
+    return [choice["id"] for choice in choices] == [choice["id"] for choice in papers]
 
 
 def not_runnable(experiment, paper) -> list[str]:
@@ -56,7 +56,7 @@ def not_runnable(experiment, paper) -> list[str]:
                   if field not in OWN_TREATMENTS and value not in papers["treatments"][field]]
     found += [f"game.{field} differs from the paper's" for field in sorted(design["game"])
               if field not in FOLLOWED_GAME and design["game"][field] != papers["game"][field]
-              and not (field == "choices" and _shown_as_papers(design["game"]["choices"], papers["game"]["choices"]))]
+              and not (field == "choices" and _papers_ids(design["game"]["choices"], papers["game"]["choices"]))]
     found += [f"payment.{field} differs from the paper's" for field in sorted(PAYMENT_NOT_FOLLOWED)
               if design["payment"][field] != papers["payment"][field]]
     if bool(design["payment"]["norm_bonus"]) != bool(papers["payment"]["norm_bonus"]):

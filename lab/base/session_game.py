@@ -67,9 +67,19 @@ def treatment_values(experiment=None) -> dict:
     return dict(treatment_codes=codes, personas=[kind for kind in codes if kind != "human"], label_settings=settings)
 
 
+def label_values(experiment=None) -> dict:
+    """How a session's choices were shown: ``choice_labels``, id -> {language: label} of its experiment's
+    game.choices (without an experiment, protocol.py's choices shown as their ids). Not frozen as such:
+    read from the frozen experiment's text."""
+    if experiment is None:
+        return dict(choice_labels={choice: {} for choice in protocol.CHOICES})
+    return dict(choice_labels={choice.id: dict(choice.label) for choice in experiment.design.game.choices})
+
+
 def session_protocol_values(manifest: dict) -> dict:
     """``protocol_values`` as the session's manifest froze them (today's for a value it lacks: a
-    session frozen before the value was), and ``treatment_values`` of its frozen experiment."""
+    session frozen before the value was), and ``treatment_values`` and ``label_values`` of its frozen
+    experiment."""
     values = protocol_values()
     values.update({key: manifest[key] for key in values if key in manifest})
     values["currency"] = (manifest.get("payment") or {}).get("currency") or values["currency"]
@@ -78,6 +88,7 @@ def session_protocol_values(manifest: dict) -> dict:
     except Exception:  # noqa: BLE001 - a record whose experiment cannot be read: the paper's names
         experiment = None
     values.update(treatment_values(experiment))
+    values.update(label_values(experiment))
     return values
 
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import protocol
-from lab.base.session_game import protocol_values, treatment_values
+from lab.base.session_game import label_values, protocol_values, treatment_values
 
 EPOCH = "s (Unix epoch)"
 POINTS = "points"
 SECONDS = "s"
-TODAY = {**protocol_values(), **treatment_values()}
+TODAY = {**protocol_values(), **treatment_values(), **label_values()}
 # How booleans are written: our long tables say True/False (lab.shared_pages.game.csv_bool), oTree's
 # CSV writer 1/0 (its own exports, and custom-export cells that are Python booleans).
 # (true values, false values), Table Schema's trueValues/falseValues.
@@ -102,10 +102,25 @@ SESSION_KEYS = {
 }
 GAME = _c("WC (with communication) or WoC (without)", enum=protocol.GAMES)
 ROUND = _c("round of the game, from 1", "integer")
-CHOICE = _from_protocol(lambda v: _c(
-    " or ".join(v["choices"]) + (f" ({v['cooperative_choice']} counts as cooperation)" if v.get("cooperative_choice")
-                                 else " (no choice counts as cooperation)") + "; labels are neutral on screen",
-    enum=v["choices"]))
+
+
+def _shown_as(values: dict) -> str:
+    """How participants saw each choice, where a label is not its id ("" when each is shown as its id)."""
+    labels = values.get("choice_labels") or {}
+    if all(label == choice for choice in values["choices"] for label in labels.get(choice, {}).values()):
+        return ""
+    return "; ".join(f"{choice} as " + ", ".join(f'"{label}" ({language})' for language, label in
+                                                 labels.get(choice, {}).items()) for choice in values["choices"])
+
+
+def _choice(v: dict, note: str = "") -> Column:
+    return _c(" or ".join(v["choices"]) + (f" ({v['cooperative_choice']} counts as cooperation)"
+                                           if v.get("cooperative_choice") else " (no choice counts as cooperation)")
+              + (f"; shown on screen {_shown_as(v)}" if _shown_as(v) else "; labels are neutral on screen") + note,
+              enum=v["choices"])
+
+
+CHOICE = _from_protocol(_choice)
 KIND = _c("human or agent", enum=("human", "agent"))
 CONVERSATION = _c("{session_code}-{game}-r{round}-{pair}: shared by both sides of one pair-round")
 DROPOUT_RULE = _c("online: stand_in (an agent played a dropped seat) or alone (its choice random)", enum=("stand_in", "alone"))
@@ -126,8 +141,7 @@ DECISIONS = {
     "choice": CHOICE,
     "timed_out": _c("True when the choice was random because none came in time (agents: the fallback)",
                     "boolean"),
-    "associate_choice": _from_protocol(lambda v: _c(
-        CHOICE.description + "; empty in an export taken before the associate decided", enum=v["choices"])),
+    "associate_choice": _from_protocol(lambda v: _choice(v, "; empty in an export taken before the associate decided")),
     "payoff": _c("points of the round; empty before the associate decided", "integer", POINTS),
     "associate_payoff": _c("the associate's points of the round; empty before the associate decided", "integer",
                            POINTS),
@@ -281,7 +295,8 @@ MANIFEST_KEYS = {
     "rounds_per_game": "rounds played in each game", "message_max_chars": "longest chat message, characters",
     "payoff_table": '`{"AA": [own, associate], "AB": …, "BA": …, "BB": …}` (own choice first): the payoffs the '
                     "session ran with, its experiment's (the pages computed its points from this record)",
-    "choices": "the choices, `[\"A\", \"B\"]`",
+    "choices": "the choices' ids as the data record them, `[\"A\", \"B\"]` (how each was shown: the experiment's "
+               "`game.choices` labels, in `experiment`'s text)",
     "cooperative_choice": "the choice counted as cooperation (the paper: `A`); empty: the game names none",
     "answer_scales": "the questionnaires' scales: `norm_intervals` (Q1, percent), `likert` (Q2-Q4, lowest and highest), "
                      "`llm_familiarity_levels` (Q5), `svo_steps` (Q6); the data package's allowed values come from "

@@ -54,7 +54,9 @@ def _slot_texts(code: str, p: SessionParams) -> dict:
         from lab.base.session_game import experiment_kept, experiment_of
 
         experiment = experiment_of(code)
-        values = {**text_params(p), **experiment.text_params(p.language)}
+        # the choices' labels escaped: the texts around them are HTML
+        values = {**text_params(p), **{name: html.escape(label)
+                                       for name, label in experiment.text_params(p.language).items()}}
         found = {flat_key(SLOT_KEYS[slot]): i18n.text(p.language, experiment.text_key(slot), **values)
                  for slot in experiment.text_keys if experiment.text_key(slot) != flat_key(SLOT_KEYS[slot])}
         if experiment_kept(code):  # kept once the session's design is frozen
