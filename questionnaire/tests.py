@@ -3,7 +3,8 @@ from otree.api import Bot, expect
 import protocol
 from lab.base.session_settings import params
 from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, NormEstimates,
-               Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS, listed)
+               Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS, listed,
+               norm_games)
 
 
 class PlayerBot(Bot):
@@ -13,7 +14,9 @@ class PlayerBot(Bot):
         first_title = "Questionnaire 1" if params(self.session).language == "en" else "问卷 1"
         expect(first_title, "in", self.html)
         if listed(self.player, "norm_estimates"):
-            yield NormEstimates, {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
+            answers = {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
+            yield NormEstimates, {f"norm_estimate_{game}": answers[f"norm_estimate_{game}"]
+                                  for game in norm_games(self.player)}
         if listed(self.player, "perception"):
             yield Perception, {field: (n + i) % 7 - 3 for i, field in enumerate(PERCEPTION_FIELDS)}
         if listed(self.player, "communication_quality"):

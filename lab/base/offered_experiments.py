@@ -7,7 +7,7 @@ game's message exchanges (one or two), its texts' slots (lab/shared_pages/pages.
 questionnaires (questionnaire/), and its agents' prompts come from it (agents/prompts.py: the
 personas' role-play files, the [agents] files). A design that differs from experiments/paper.toml
 only where the lab follows the session (the payoffs, the matching, the exchanges of a game with
-chat beside one without, the personas and which of them the treatments name, the labels, the
+chat beside one without, one game alone, the personas and which of them the treatments name, the labels, the
 agents' files, the agents' message length, the currency and the values a session config carries:
 rounds, limits, message length, money, the title, its config names, demo sizes), or runs a part of
 the paper's game orders, languages or questionnaires, runs; any other difference is named here,
@@ -46,9 +46,7 @@ def not_runnable(experiment, paper) -> list[str]:
              if field not in FOLLOWED | SUBSETS | {"game", "games", "schema_version", "questionnaires"}
              and design[field] != papers[field]]
     found += questionnaires_not_followed(design["questionnaires"], papers["questionnaires"])
-    if sorted(game.game_id for game in experiment.design.games) != sorted(paper.game_ids):
-        found.append("games differs from the paper's (the lab runs two games: one with chat, of one or two "
-                     "message exchanges, and one without)")
+    found += [f"games: {game} is not one of the paper's" for game in experiment.game_ids if game not in paper.game_ids]
     found += [f"languages: {language} is not one of the paper's" for language in design["languages"]
               if language not in papers["languages"]]
     for field, values in design["treatments"].items():
