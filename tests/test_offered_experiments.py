@@ -68,11 +68,6 @@ def test_matching_message_exchanges_and_a_single_game_run():
     one_game = _variant(("[[games]]\nchat_exchanges = 0", "#"),
                         ('game_orders = [["WC", "WoC"], ["WoC", "WC"]]', 'game_orders = [["WC"]]'))
     assert not_runnable(one_game, PAPER) == []
-    without_chat_only = _variant(("[[games]]\nchat_exchanges = 2", "#"),
-                                 ('game_orders = [["WC", "WoC"], ["WoC", "WC"]]', 'game_orders = [["WoC"]]'))
-    assert not_runnable(without_chat_only, PAPER) == []
-    assert [config["app_sequence"] for config in without_chat_only.session_configs()][0] == [
-        "instructions", "game_without_chat", "questionnaire", "payment"]
 
 
 def test_choices_labelled_other_than_the_paper_s_texts_say_are_refused():

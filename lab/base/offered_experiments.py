@@ -23,10 +23,11 @@ logger = logging.getLogger("lab.experiments")
 # What the pages read from the session (or its config): a design may differ there.
 FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payment", "demo_participants",
             "matching", "labels", "personas", "agents"}
-# A design may run a part of the paper's: some of its game orders, one of its languages; its
-# treatments' associate types and label settings are its own (coherence checks they exist).
+# A design may run a part of the paper's: one of its languages; its treatments' associate types,
+# label settings and game orders (of its games: one or both of the paper's) are its own (coherence
+# checks they exist).
 SUBSETS = {"treatments", "languages"}
-OWN_TREATMENTS = {"associate_types", "label_settings"}
+OWN_TREATMENTS = {"associate_types", "label_settings", "game_orders"}
 FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
 # Every payment value is the session's (the currency too: the lab's pages write the session's; only
 # oTree's own admin "Payments" page writes settings.REAL_WORLD_CURRENCY_CODE, the paper's).
