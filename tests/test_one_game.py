@@ -68,6 +68,17 @@ def test_a_session_of_one_game_plays_the_games_of_its_order(monkeypatch):
     assert (paper.games, paper.game_index("WC")) == (("WoC", "WC"), 2)
 
 
+def test_a_fixed_partner_for_one_game_pairs_two_people():
+    import random
+
+    from lab.base import matching
+
+    [(first, second)] = matching.fixed_partner_pairs(2, 1, random.Random(0), games=1)
+    assert {first, second} == {0, 1}
+    with pytest.raises(matching.MatchingError):
+        matching.fixed_partner_pairs(2, 1, random.Random(0))  # two games need a new partner in the second
+
+
 def test_the_data_dictionary_describes_a_one_game_session_s_game_order():
     from lab.base.session_game import treatment_values
     from lab.record import data_dictionary as dd
