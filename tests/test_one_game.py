@@ -35,8 +35,8 @@ def test_a_design_of_one_game_runs_in_the_lab_with_its_own_app_sequence():
 
 
 def test_the_texts_of_one_game_say_one_game_in_each_language():
-    def shown(experiment, slot, language):
-        return i18n.text(language, experiment.text_key(slot), **experiment.text_params(language))
+    def shown(experiment, slot, language):  # as one line
+        return " ".join(i18n.text(language, experiment.text_key(slot), **experiment.text_params(language)).split())
 
     for experiment in (WITH_CHAT, WITHOUT_CHAT):
         assert "one game of" in shown(experiment, "rules_body", "en")
