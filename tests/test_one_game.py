@@ -106,17 +106,23 @@ def _rows(path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def _bots(project_copy, config: str, participants: int, folder, pages) -> str:
+    """An English session of ``config`` played by oTree's bots on SQLite; its code."""
+    from tests.lab_server import run_bots
+
+    result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, "language": "en"},
+                      export_dir=folder, extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
+    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+
+
 @pytest.mark.server
 def test_a_session_of_only_the_game_with_chat_is_played_paid_exported_and_analysed(project_copy, tmp_path):
     from analysis.__main__ import main as analysis_main
-    from tests.lab_server import run_bots
     from tests.test_data_package import _validate
 
     folder, pages = tmp_path / "export", tmp_path / "pages"
     pages.mkdir()
-    result = run_bots(project_copy, "test_one_chat_hh_informed_wc_only", 4, {"rounds_per_game": ROUNDS},
-                      export_dir=folder, extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
-    code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    code = _bots(project_copy, "test_one_chat_hh_informed_wc_only", 4, folder, pages)
 
     manifest = json.loads((folder / f"manifest_{code}.json").read_text(encoding="utf-8"))
     assert manifest["experiment"]["name"] == "one_game_chat"
@@ -149,3 +155,23 @@ def test_a_session_of_only_the_game_with_chat_is_played_paid_exported_and_analys
     report = tmp_path / "report"
     assert analysis_main([str(folder), "--out", str(report)]) == 0
     assert "Sessions of a design with one game (game order WC)" in (report / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.server
+def test_a_session_of_only_the_game_without_chat_with_a_fixed_partner_is_paid_and_analysed(project_copy, tmp_path):
+    """Two people, one fixed pair, no chat; the analysis of data without the game with chat says so."""
+    from analysis.__main__ import main as analysis_main
+
+    folder, pages = tmp_path / "export", tmp_path / "pages"
+    pages.mkdir()
+    code = _bots(project_copy, "test_one_no_chat_hh_informed_woc_only", 2, folder, pages)
+    decisions = _rows(folder / f"payment_custom_export_decisions_{code}.csv")
+    assert {(row["game"], row["game_index"]) for row in decisions} == {("WoC", "1")}
+    assert len({(row["player_code"], row["associate_code"]) for row in decisions}) == 2  # one partner, all rounds
+    for row in _rows(folder / f"payment_custom_export_{code}.csv"):
+        assert row["points_WC"] == row["norm_estimate_WC"] == ""
+        bonus = 10.0 * (row["norm_correct_WoC"] == "True")
+        assert float(row["payout"]) == pytest.approx(15.0 + 0.06 * int(row["points_WoC"]) + bonus)
+    report = tmp_path / "report"
+    assert analysis_main([str(folder), "--out", str(report)]) == 0
+    assert "No session played the game with chat (WC)" in (report / "report.html").read_text(encoding="utf-8")
