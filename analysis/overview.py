@@ -58,7 +58,7 @@ def one_game_notes(decisions: pd.DataFrame) -> list[str]:
         return []
     played = set(lab["game"].dropna())
     notes = [f"Sessions of a design with one game (game order {', '.join(orders)}) played "
-             f"{' and '.join(sorted(set(orders)))} only: for them the other game's columns (its cooperation rate, "
+             f"{' and '.join(orders)} only: for them the other game's columns (its cooperation rate, "
              "points, norm estimate) are empty, and no comparison of the two games is computable."]
     if "WC" not in played:
         notes.append("No session played the game with chat (WC): the sections on WC (the headline cooperation "

@@ -68,8 +68,8 @@ def waiting_participants(session, page_index: int, now: float) -> list:
 
 
 def seat_cohort(session, participants: list) -> int:
-    """Pair ``participants`` (in arrival order) in every round of the session's games among themselves, and
-    make them one group of the payment app. Returns the cohort's number (1, 2, ...)."""
+    """Pair ``participants`` (in arrival order) in every round of the session's games among
+    themselves, and make them one group of the payment app. Returns the cohort's number (1, 2, ...)."""
     from otree.database import db
 
     from lab.base import app_registry, matching
