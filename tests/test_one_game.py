@@ -101,16 +101,21 @@ def test_the_analysis_overview_says_what_a_one_game_package_cannot_compute():
     assert len(one_game_notes(decisions("WoC", "WoC"))) == 2  # and the sections on WC are empty
 
 
+def _shown(path) -> str:
+    """What the participant saw of a kept page: without oTree's debug panel, which lists every text."""
+    return path.read_text(encoding="utf-8").split('<div class="card debug-info">')[0]
+
+
 def _rows(path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
 
-def _bots(project_copy, config: str, participants: int, folder, pages) -> str:
-    """An English session of ``config`` played by oTree's bots on SQLite; its code."""
+def _bots(project_copy, config: str, participants: int, folder, pages, language: str) -> str:
+    """A session of ``config`` in ``language`` played by oTree's bots on SQLite; its code."""
     from tests.lab_server import run_bots
 
-    result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, "language": "en"},
+    result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, "language": language},
                       export_dir=folder, extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
     return result.stdout.split("Bots completed session ", 1)[1].split()[0]
 
@@ -122,7 +127,7 @@ def test_a_session_of_only_the_game_with_chat_is_played_paid_exported_and_analys
 
     folder, pages = tmp_path / "export", tmp_path / "pages"
     pages.mkdir()
-    code = _bots(project_copy, "test_one_chat_hh_informed_wc_only", 4, folder, pages)
+    code = _bots(project_copy, "test_one_chat_hh_informed_wc_only", 4, folder, pages, "en")
 
     manifest = json.loads((folder / f"manifest_{code}.json").read_text(encoding="utf-8"))
     assert manifest["experiment"]["name"] == "one_game_chat"
@@ -141,10 +146,10 @@ def test_a_session_of_only_the_game_with_chat_is_played_paid_exported_and_analys
         assert row["norm_estimate_WoC"] == ""
         bonus = 10.0 * (row["norm_correct_WC"] == "True")
         assert float(row["payout"]) == pytest.approx(15.0 + 0.06 * int(row["points_WC"]) + bonus)
-    payment = (pages / f"{code}_{decisions[0]['player_code']}_payment_Payment_1.html").read_text(encoding="utf-8")
+    payment = _shown(pages / f"{code}_{decisions[0]['player_code']}_payment_Payment_1.html")
     assert "Points in the game" in payment and "both games" not in payment
     assert "Estimate for game 2" not in payment and "Estimate for game 1" in payment
-    decision_page = next(pages.glob(f"{code}_*_game_with_chat_Decision_1.html")).read_text(encoding="utf-8")
+    decision_page = _shown(next(pages.glob(f"{code}_*_game_with_chat_Decision_1.html")))
     assert "Game 1 of 1" in decision_page
 
     package = _validate(folder / "datapackage.json")
@@ -159,12 +164,12 @@ def test_a_session_of_only_the_game_with_chat_is_played_paid_exported_and_analys
 
 @pytest.mark.server
 def test_a_session_of_only_the_game_without_chat_with_a_fixed_partner_is_paid_and_analysed(project_copy, tmp_path):
-    """Two people, one fixed pair, no chat; the analysis of data without the game with chat says so."""
+    """Two people, one fixed pair, no chat, in Chinese; the analysis of data without the game with chat says so."""
     from analysis.__main__ import main as analysis_main
 
     folder, pages = tmp_path / "export", tmp_path / "pages"
     pages.mkdir()
-    code = _bots(project_copy, "test_one_no_chat_hh_informed_woc_only", 2, folder, pages)
+    code = _bots(project_copy, "test_one_no_chat_hh_informed_woc_only", 2, folder, pages, "zh_hans")
     decisions = _rows(folder / f"payment_custom_export_decisions_{code}.csv")
     assert {(row["game"], row["game_index"]) for row in decisions} == {("WoC", "1")}
     assert len({(row["player_code"], row["associate_code"]) for row in decisions}) == 2  # one partner, all rounds
@@ -172,6 +177,10 @@ def test_a_session_of_only_the_game_without_chat_with_a_fixed_partner_is_paid_an
         assert row["points_WC"] == row["norm_estimate_WC"] == ""
         bonus = 10.0 * (row["norm_correct_WoC"] == "True")
         assert float(row["payout"]) == pytest.approx(15.0 + 0.06 * int(row["points_WoC"]) + bonus)
+    payment = _shown(next(pages.glob(f"{code}_*_payment_Payment_1.html")))
+    assert "游戏的总得分" in payment and "两个游戏" not in payment
+    decision_page = _shown(next(pages.glob(f"{code}_*_game_without_chat_Decision_1.html")))
+    assert "第 1 个游戏，共 1 个" in decision_page
     report = tmp_path / "report"
     assert analysis_main([str(folder), "--out", str(report)]) == 0
     assert "No session played the game with chat (WC)" in (report / "report.html").read_text(encoding="utf-8")
