@@ -2,8 +2,8 @@
 its sessions' games and game order read from the experiment, its data package describing one game, and
 the analysis naming what it cannot compute. The tests' own files (tests/data/experiments/, read only with
 LAB_TEST_EXPERIMENTS=1): one_game_chat.toml (the game with chat, one exchange, perfect strangers) and
-one_game_no_chat.toml (the game without chat, a fixed partner); oTree's bots play an H-H session of the
-first, on SQLite, end to end."""
+one_game_no_chat.toml (the game without chat, a fixed partner); oTree's bots play an H-H session of each
+(the second in Chinese), on SQLite, end to end."""
 
 from __future__ import annotations
 
