@@ -131,6 +131,7 @@ def test_a_session_of_only_the_game_with_chat_is_played_paid_exported_and_analys
 
     manifest = json.loads((folder / f"manifest_{code}.json").read_text(encoding="utf-8"))
     assert manifest["experiment"]["name"] == "one_game_chat"
+    assert manifest["session_config"]["app_sequence"] == ["instructions", "game_with_chat", "questionnaire", "payment"]
     assert not list(folder.glob(f"game_without_chat_{code}.csv"))  # the app is not in the session
     decisions = _rows(folder / f"payment_custom_export_decisions_{code}.csv")
     assert len(decisions) == 4 * ROUNDS
