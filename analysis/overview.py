@@ -36,6 +36,7 @@ def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
                 f"(tables/tidy_participants.csv, tables/tidy_agents.csv: each participant's and agent's cooperation "
                 f"rate), not in the sections below, which compare the paper's treatments "
                 f"({', '.join(TREATMENT_ORDER)}) only.")
+        section.notes += one_game_notes(decisions)
     else:
         section.notes.append("No decisions were loaded: most of the report is empty.")
     section.tables["sample_by_treatment"] = sample_description(exports.participants)
@@ -46,6 +47,24 @@ def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
             calls=("status", "size"), input_tokens=("input_tokens", "sum"), output_tokens=("output_tokens", "sum"),
             cost=("cost", "sum")).reset_index()
     return section
+
+
+def one_game_notes(decisions: pd.DataFrame) -> list[str]:
+    """What sessions of a design with one game (its game order names one game) leave uncomputable:
+    everything of the game they did not play, and what compares the two games."""
+    lab = decisions[decisions["source"] == "lab"]
+    orders = sorted(order for order in lab["game_order"].dropna().unique() if "-" not in order)
+    if not orders:
+        return []
+    played = set(lab["game"].dropna())
+    notes = [f"Sessions of a design with one game (game order {', '.join(orders)}) played "
+             f"{' and '.join(orders)} only: for them the other game's columns (its cooperation rate, "
+             "points, norm estimate) are empty, and no comparison of the two games is computable."]
+    if "WC" not in played:
+        notes.append("No session played the game with chat (WC): the sections on WC (the headline cooperation "
+                     "comparisons, agreements and breaches, norms, perception and the 7C models) are not computable "
+                     "for these data and stay empty; the WoC rates are in the cooperation section's tables.")
+    return notes
 
 
 def _session_demographics(participants: pd.DataFrame) -> pd.DataFrame:

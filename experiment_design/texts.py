@@ -42,6 +42,7 @@ SLOT_KEYS = {
     "game_intro_without_chat": "game.intro_without_chat",
     "new_associate": "game.new_associate",
     "game_of": "common.game_of",
+    "points_total": "payment.points_total",
     "decision_prompt": "game.decision_prompt",
     "welcome_terms": "intro.welcome_terms",
     "norm_intro": "questionnaire.norm_intro",
@@ -117,6 +118,7 @@ def text_keys(design: Design) -> dict[str, str]:
                                  f"rules_body_after_chat{exchanges}_games{games}"),
         "new_associate": slot("new_associate", strangers, f"new_associate_{design.matching}"),
         "game_of": slot("game_of", games == 2, f"game_of_games{games}"),
+        "points_total": slot("points_total", games == 2, f"points_total_games{games}"),
         "decision_prompt": slot("decision_prompt", labels, "decision_prompt"),
         "welcome_terms": slot("welcome_terms", bonus, "welcome_terms_no_bonus"),
     }
@@ -169,8 +171,10 @@ def placeholders(text: str) -> set[str]:
 
 def allowed_placeholders(design: Design, key: str, reference: dict[str, str]) -> set[str]:
     """What the page showing ``key`` fills in: the session's values (SESSION_PLACEHOLDERS, the stages
-    only of the design's stages), the choices', and what the page fills in the paper's text of the key."""
+    only of the design's stages), the choices', and what the page fills in the paper's text of the key
+    (of a variant: the paper's key of its slot, such as {game_index})."""
     names = set(SESSION_PLACEHOLDERS) | set(CHOICE_PLACEHOLDERS)
+    key = {variant: SLOT_KEYS[slot] for slot, variant in text_keys(design).items()}.get(key, key)
     if key in reference and not key.startswith(VARIANTS + "."):
         names |= placeholders(reference[key])
     return (names - set(STAGE_ORDER)) | set(needed_stages(design))

@@ -1,4 +1,4 @@
-"""The payment page: show-up fee + rate x points of both games + a bonus per norm estimate in
+"""The payment page: show-up fee + rate x points of the games played + a bonus per norm estimate in
 the true interval (docs/protocol.md, Payment). It waits for everyone, because the true
 cooperation rate of the *other* participants is known only when all have played.
 
@@ -99,9 +99,9 @@ def tally_games(player: Player):
     """Points, decisions and cooperative choices (the session's game's; A in the paper) of the
     rounds the participant played (not their seat's rounds after their drop,
     ``lab_game.after_drop``: they earn nothing, and count in no other participant's norm estimate
-    check)."""
+    check), in each game of the session (a game it does not play stays empty)."""
     cooperative = session_game(player.session).cooperative_choice
-    for game in protocol.GAMES:
+    for game in params(player.session).games:
         rounds = [pl for pl in lab_game.players_of(player.participant, GAME_APPS[game])
                   if pl.field_maybe_none("choice") and not lab_game.after_drop(pl)]
         setattr(player, f"points_{game}", int(sum(pl.payoff for pl in rounds)))
@@ -136,7 +136,7 @@ def settle_payments(subsession: Subsession = None, group: Group = None):
     p = params(subsession.session)
     for player in players:
         correct = 0
-        for game in protocol.GAMES:
+        for game in p.games:
             others = [o for o in players if o.id != player.id]
             decisions = sum(getattr(o, f"decisions_{game}") for o in others)
             if not decisions:
@@ -147,7 +147,7 @@ def settle_payments(subsession: Subsession = None, group: Group = None):
             setattr(player, f"norm_true_{game}", true_interval)
             setattr(player, f"norm_correct_{game}", is_correct)
             correct += is_correct
-        points = sum(getattr(player, f"points_{game}") for game in protocol.GAMES)
+        points = sum(getattr(player, f"points_{game}") for game in p.games)
         player.payout = protocol.payout(points, correct, show_up_fee=p.participation_fee,
                                         currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus)
         # oTree's payments page: fee + all payoffs x rate; the bonus enters as points.
@@ -177,7 +177,7 @@ class Payment(TranslatedTimer, Page):
         p = params(player.session)
         t = texts_for(player)
         games = []
-        for game in protocol.GAME_ORDERS[p.game_order]:
+        for game in p.games:
             true_interval = player.field_maybe_none(f"norm_true_{game}")
             status = ("payment_norm_not_assessable" if true_interval is None
                       else "payment_norm_correct" if player.field_maybe_none(f"norm_correct_{game}")
@@ -189,7 +189,7 @@ class Payment(TranslatedTimer, Page):
                 estimate_status=t[status],
             ))
         points_total = sum(g["points"] for g in games)
-        correct = sum(bool(player.field_maybe_none(f"norm_correct_{game}")) for game in protocol.GAMES)
+        correct = sum(bool(player.field_maybe_none(f"norm_correct_{game}")) for game in p.games)
         return dict(
             t=t,
             games=games,

@@ -9,8 +9,8 @@ class PlayerBot(Bot):
     def play_round(self):
         player = self.player
         p = params(self.session)
-        points = sum(getattr(player, f"points_{game}") for game in protocol.GAMES)
-        correct = sum(bool(player.field_maybe_none(f"norm_correct_{game}")) for game in protocol.GAMES)
+        points = sum(getattr(player, f"points_{game}") for game in p.games)
+        correct = sum(bool(player.field_maybe_none(f"norm_correct_{game}")) for game in p.games)
         expect(player.payout, protocol.payout(points, correct, show_up_fee=p.participation_fee,
                                               currency_per_point=p.currency_per_point,
                                               norm_bonus=p.norm_bonus))

@@ -94,6 +94,12 @@ def listed(player: Player, page: str) -> bool:
     return page in frozen_experiment(player.session).design.questionnaires.pages
 
 
+def norm_games(player: Player) -> list[str]:
+    """The games the norm estimates ask about: those the session plays, in the paper's order."""
+    played = params(player.session).games
+    return [game for game in protocol.GAMES if game in played]
+
+
 def shown_when_listed(page: str):
     """A page's ``is_displayed``: shown when the session's experiment lists it."""
     return staticmethod(lambda player: listed(player, page))
@@ -107,7 +113,10 @@ class QuestionnairePage(TranslatedTimer, Page):
 
 class NormEstimates(QuestionnairePage):
     is_displayed = shown_when_listed("norm_estimates")
-    form_fields = NORM_FIELDS
+
+    @staticmethod
+    def get_form_fields(player: Player):
+        return [f"norm_estimate_{game}" for game in norm_games(player)]
 
     @staticmethod
     def vars_for_template(player: Player):
@@ -117,7 +126,7 @@ class NormEstimates(QuestionnairePage):
             dict(name=f"norm_estimate_{game}", text=t[f"questionnaire_norm_game_{game}"],
                  options=[(i, t["questionnaire_interval"].format(lo=lo, hi=hi))
                           for i, (lo, hi) in enumerate(protocol.NORM_INTERVALS)])
-            for game in protocol.GAMES
+            for game in norm_games(player)
         ]
         return variables
 

@@ -6,7 +6,7 @@ import protocol
 from lab.base.session_settings import params
 from lab.shared_pages.pages import texts_for
 from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, NormEstimates,
-               Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS,
+               Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS, norm_games,
                session_page_sequence)
 
 
@@ -25,7 +25,9 @@ class PlayerBot(Bot):
     def answer(self, page):
         n = self.participant.id_in_session
         if page is NormEstimates:
-            yield NormEstimates, {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
+            answers = {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
+            yield NormEstimates, {f"norm_estimate_{game}": answers[f"norm_estimate_{game}"]
+                                  for game in norm_games(self.player)}
         elif page is Perception:
             yield Perception, {field: (n + i) % 7 - 3 for i, field in enumerate(PERCEPTION_FIELDS)}
         elif page is CommunicationQuality:

@@ -95,6 +95,12 @@ import dashboard as bench
 from lab.experimenter.dashboard import session_dashboard
 from game_with_chat import LlmCall, Player as ChatPlayer
 from instructions import Player as QuizPlayer
+with session_scope():  # a design of one game: its game only, one norm estimate each
+    s = otree.session.create_session("test_one_chat_hf_informed_wc_only", num_participants=2,
+                                     modified_session_config_fields=dict(rounds_per_game=3, llm_provider="simulated"))
+    bench.fill_session(s, 2, games=("game_with_chat",))
+    one_game = session_dashboard(s)
+    print("ONE_GAME " + json.dumps(dict(games=list(one_game["games"]), earnings=one_game["earnings"])))
 with session_scope():
     s = otree.session.create_session("hf_informed_wc_first", num_participants=9,
                                      modified_session_config_fields=dict(rounds_per_game=3, llm_provider="simulated"))
@@ -131,8 +137,11 @@ def test_dashboard_mid_session_shows_who_holds_the_round_start(project_copy):
 
     result = processes.run([PYTHON, "-c", MID_SESSION], cwd=project_copy, capture_output=True, text=True,
                            timeout=300, env=lab_env(OTREE_IN_MEMORY="1", LAB_MAX_ROUNDS_PER_GAME="3",
-                                                        LAB_BENCH_DIR=str(PROJECT / "bench")))
+                                                        LAB_BENCH_DIR=str(PROJECT / "bench"), LAB_TEST_EXPERIMENTS="1"))
     assert result.returncode == 0, result.stderr[-3000:]
+    one_game = json.loads(result.stdout.split("ONE_GAME ", 1)[1].splitlines()[0])
+    assert one_game["games"] == ["WC"] and one_game["earnings"]["norm_estimates"] == 1
+    assert one_game["earnings"]["norm_bonuses_at_most"] == 2 * 1 * 10.0  # of two participants who opened their link
     data = json.loads(result.stdout.strip().splitlines()[-1])
     progress = data["progress"]
     codes = {p["id"]: p["code"] for p in progress["participants"]}

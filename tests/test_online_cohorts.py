@@ -2,7 +2,8 @@
 database: two cohorts seated in an online H-H session of 9 places, 3 rounds, cohorts of 4. In
 every round of both games each member is paired with a member of their own cohort, nobody meets
 the same associate twice in a game, the payment app groups each cohort together, the one never
-seated stays alone, and no empty group is left behind."""
+seated stays alone, and no empty group is left behind. A session of a design of one game (the tests'
+one_game_chat.toml) seats its cohort in that game alone."""
 
 import json
 
@@ -50,14 +51,25 @@ with session_scope():
         result[app.GAME] = rounds
     sub = payment.Subsession.objects_get(session_id=session_id)
     result["payment"] = sorted(sorted(pl.participant.id_in_session for pl in g.get_players()) for g in sub.get_groups())
+with session_scope():
+    one_game = otree.session.create_session("test_one_chat_hh_informed_wc_only", num_participants=4,
+        modified_session_config_fields=dict(rounds_per_game=3, online=True, online_cohort_size=4,
+                                            prolific_completion_codes=os.environ["CODES"]))
+    one_game_id = one_game.id
+with session_scope():
+    one_game = otree.session.Session.objects_get(id=one_game_id)
+    lobby.seat_cohort(one_game, list(Participant.objects_filter(session=one_game)))
+with session_scope():
+    result["one_game"] = [sorted(len(g.get_players()) for g in wc.Subsession.objects_get(
+        session_id=one_game_id, round_number=r).get_groups()) for r in range(1, 4)]
 print("RESULT " + json.dumps(result))
 """
 
 
 def test_two_cohorts_paired_within_themselves(project_copy):
     codes = ",".join(f"{k}={v}" for k, v in CODES.items())
-    out = processes.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(CODES=codes), capture_output=True,
-                        text=True, timeout=300)
+    out = processes.run([PYTHON, "-c", SCRIPT], cwd=project_copy, env=lab_env(CODES=codes, LAB_TEST_EXPERIMENTS="1"),
+                        capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.split("RESULT ", 1)[1])
     assert result["numbers"] == [1, 2]
@@ -79,3 +91,4 @@ def test_two_cohorts_paired_within_themselves(project_copy):
         assert all(len(set(others)) == 3 for others in met.values()), f"someone met an associate twice in {game}"
         assert result[game]["empty_groups"] == 0
     assert result["payment"] == [[1, 2, 4, 7], [3, 5, 6, 8], [9]]
+    assert result["one_game"] == [[2, 2]] * 3  # the game with chat only: its rounds paired, no other game's

@@ -80,9 +80,13 @@ def private_agent_schedule(num_humans: int, rounds: int, rng: random.Random) -> 
 PERFECT_STRANGERS, FIXED_PARTNER, RANDOM = "perfect_strangers", "fixed_partner", "random"
 
 
-def fixed_partner_pairs(num_participants: int, game_index: int, rng: random.Random) -> list[tuple[int, int]]:
-    """The pairs of a whole game (``game_index`` 1 or 2): two games' pairs share no pair. ``rng`` must
-    be the session's one for both games (the same draw gives both games' pairs)."""
+def fixed_partner_pairs(num_participants: int, game_index: int, rng: random.Random,
+                        games: int = 2) -> list[tuple[int, int]]:
+    """The pairs of a whole game (``game_index`` 1 or 2 of the session's ``games``): two games' pairs
+    share no pair. ``rng`` must be the session's one for both games (the same draw gives both games'
+    pairs). A session of one game pairs any even number."""
+    if games == 1:
+        return random_pairs(num_participants, rng)
     if num_participants < 4 or num_participants % 2:
         raise MatchingError(f"A fixed-partner session with a new partner in the second game needs an even "
                             f"number of participants, at least 4, not {num_participants}.")

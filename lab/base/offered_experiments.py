@@ -7,8 +7,9 @@ game's message exchanges (one or two), its texts' slots (lab/shared_pages/pages.
 questionnaires (questionnaire/), and its agents' prompts come from it (agents/prompts.py: the
 personas' role-play files, the [agents] files). A design that differs from experiments/paper.toml
 only where the lab follows the session (the payoffs, the matching, the exchanges of a game with
-chat beside one without, the personas and which of them the treatments name, the labels, the
-choices' labels (their ids are the paper's, A and B: the decision as stored), the agents' files, the agents' message length, the currency and the values a session config carries:
+chat beside one without, one game alone, the personas and which of them the treatments name, the
+labels, the choices' labels (their ids are the paper's, A and B: the decision as stored), the
+agents' files, the agents' message length, the currency and the values a session config carries:
 rounds, limits, message length, money, the title, its config names, demo sizes), or runs a part of
 the paper's game orders, languages or questionnaires, runs; any other difference is named here,
 and settings.py does not offer the file on the create page (the server's log says why).
@@ -23,10 +24,11 @@ logger = logging.getLogger("lab.experiments")
 # What the pages read from the session (or its config): a design may differ there.
 FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payment", "demo_participants",
             "matching", "labels", "personas", "agents"}
-# A design may run a part of the paper's: some of its game orders, one of its languages; its
-# treatments' associate types and label settings are its own (coherence checks they exist).
+# A design may run a part of the paper's: one of its languages; its treatments' associate types,
+# label settings and game orders (of its games: one or both of the paper's) are its own (coherence
+# checks they exist).
 SUBSETS = {"treatments", "languages"}
-OWN_TREATMENTS = {"associate_types", "label_settings"}
+OWN_TREATMENTS = {"associate_types", "label_settings", "game_orders"}
 FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
 # Every payment value is the session's (the currency too: the lab's pages write the session's; only
 # oTree's own admin "Payments" page writes settings.REAL_WORLD_CURRENCY_CODE, the paper's).
@@ -46,9 +48,7 @@ def not_runnable(experiment, paper) -> list[str]:
              if field not in FOLLOWED | SUBSETS | {"game", "games", "schema_version", "questionnaires"}
              and design[field] != papers[field]]
     found += questionnaires_not_followed(design["questionnaires"], papers["questionnaires"])
-    if sorted(game.game_id for game in experiment.design.games) != sorted(paper.game_ids):
-        found.append("games differs from the paper's (the lab runs two games: one with chat, of one or two "
-                     "message exchanges, and one without)")
+    found += [f"games: {game} is not one of the paper's" for game in experiment.game_ids if game not in paper.game_ids]
     found += [f"languages: {language} is not one of the paper's" for language in design["languages"]
               if language not in papers["languages"]]
     for field, values in design["treatments"].items():

@@ -57,14 +57,17 @@ def protocol_values(experiment=None) -> dict:
 
 def treatment_values(experiment=None) -> dict:
     """The names a session's data may hold for its treatment: the treatment codes of its associate
-    types (human and the experiment's personas), its personas and label settings (protocol.py's
-    without an experiment). Not frozen as such: read from the frozen experiment's text."""
+    types (human and the experiment's personas), its personas, label settings and game orders
+    (protocol.py's without an experiment). Not frozen as such: read from the frozen experiment's text."""
     if experiment is None:
         codes, settings = dict(protocol.TREATMENT_CODES), list(protocol.LABEL_SETTINGS)
+        orders = {name: list(order) for name, order in protocol.GAME_ORDERS.items()}
     else:
         codes = {kind: experiment.treatment_code(kind) for kind in ("human", *experiment.design.personas)}
         settings = list(experiment.design.labels)
-    return dict(treatment_codes=codes, personas=[kind for kind in codes if kind != "human"], label_settings=settings)
+        orders = {name: list(order) for name, order in experiment.game_orders.items()}
+    return dict(treatment_codes=codes, personas=[kind for kind in codes if kind != "human"], label_settings=settings,
+                game_orders=orders)
 
 
 def label_values(experiment=None) -> dict:

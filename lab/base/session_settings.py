@@ -168,8 +168,14 @@ class SessionParams:
     def informed(self) -> bool:
         return self.label_setting == "informed" if self.labels_informed is None else self.labels_informed
 
+    @property
+    def games(self) -> tuple[str, ...]:
+        """The games the session plays, in its order: its game order's name joins their ids with "-"
+        (experiment_design's ``Experiment.game_orders``: "WC-WoC", or "WC" for a design of one game)."""
+        return tuple(self.game_order.split("-"))
+
     def game_index(self, game: str) -> int:
-        return protocol.GAME_ORDERS[self.game_order].index(game) + 1
+        return self.games.index(game) + 1
 
 
 def experiment_words(merged: dict, experiment=None) -> dict:
@@ -265,8 +271,8 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
          f"one of {', '.join(associate_types)} (human or a persona of experiments/{experiment.name}.toml)"),
         ("label_setting", merged.get("label_setting") in experiment.design.labels,
          f"one of {', '.join(experiment.design.labels)} (experiments/{experiment.name}.toml's labels)"),
-        ("game_order", merged.get("game_order") in protocol.GAME_ORDERS,
-         f"one of {', '.join(protocol.GAME_ORDERS)}"),
+        ("game_order", merged.get("game_order") in experiment.game_orders,
+         f"one of {', '.join(experiment.game_orders)} (experiments/{experiment.name}.toml's game orders)"),
         ("language", merged.get("language") in languages, " or ".join(languages)),
     ]
     for key, ok, expected in checks:
@@ -478,7 +484,8 @@ def _inspect_server(config: dict, model_config, model, p: SessionParams, record:
     resolved = _record_grammar(config, model_config, inspection, p, record)
     default_concurrency = type(model_config).model_fields["concurrency"].default
     demand = SessionDemand(num_participants, p.rounds_per_game, AGENT_LANGUAGE[p.language], p.associate_type,
-                           agent_stage_seconds(p), message_max_chars=p.message_max_chars, experiment=experiment)
+                           agent_stage_seconds(p), games=tuple(game for game in protocol.GAMES if game in p.games),
+                           message_max_chars=p.message_max_chars, experiment=experiment)
     # measured with the resolved model (its grammar), as the session's agents will call it
     capacity = check_capacity(resolved, demand,
                               concurrency=None if resolved.concurrency == default_concurrency else resolved.concurrency)

@@ -22,7 +22,6 @@ import statistics
 import time
 from collections import Counter, defaultdict
 
-import protocol
 from agents.types import CallStatus, TurnStatus
 from intervals import wilson_interval
 from lab.base import app_registry
@@ -183,7 +182,7 @@ def experiment(session, codes: dict | None = None) -> dict:
     codes = codes if codes is not None else {pp.id: pp.code for pp in session.get_participants()}
     games = {}
     points: Counter = Counter()
-    for game in protocol.GAME_ORDERS[p.game_order]:
+    for game in p.games:
         tables = app_registry.game_tables(game)
         Player = tables.Player
         rounds = range(1, p.rounds_per_game + 1)
@@ -309,7 +308,7 @@ def earnings(session, points: Counter, participants: list) -> dict:
     own_points = [points.get(pp.id, 0) for pp in present]
     money = [p.participation_fee + x * p.currency_per_point for x in own_points]
     so_far = len(present) * p.participation_fee + sum(own_points) * p.currency_per_point
-    bonuses = len(present) * len(protocol.GAMES) * p.norm_bonus
+    bonuses = len(present) * len(p.games) * p.norm_bonus
     Payment = app_registry.player_model(PAYMENT_APP)
     settled = [payout for _, payout in _columns(Payment, session, Payment, Payment.payout)
                if payout is not None]
@@ -320,7 +319,7 @@ def earnings(session, points: Counter, participants: list) -> dict:
 
     return dict(
         participants=len(present), currency=p.currency, participation_fee=p.participation_fee,
-        currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus, norm_estimates=len(protocol.GAMES),
+        currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus, norm_estimates=len(p.games),
         points=spread(own_points, 1), money=spread(money, 2), points_total=round(sum(own_points), 2),
         payout_so_far=round(so_far, 2), norm_bonuses_at_most=round(bonuses, 2),
         payout_at_most=round(so_far + bonuses, 2),

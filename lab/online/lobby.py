@@ -4,12 +4,12 @@ Online, participants arrive over an hour, so the lab's design (everyone of the s
 creation, every round starting for the whole session together) would strand them. Instead:
 
 - At creation (``creating_session``) every participant of an online H-H session is a group of
-  one in every round of both games and in the payment app: nobody is paired yet.
+  one in every round of each game and in the payment app: nobody is paired yet.
 - A participant who passed the quiz waits on the lobby page (the instructions app's ``Lobby``),
   which asks the server every 2 s (a plain ``live_method``: under oTree's global lock, so one
   cohort forms at a time). When ``cohort_size`` participants are present in the lobby (asked in
   the last ``PRESENCE_SECONDS``), the first ``cohort_size`` to have arrived form a cohort
-  (``seat_cohort``): in every round of both games they are paired by the session's perfect-stranger
+  (``seat_cohort``): in every round of each game they are paired by the session's perfect-stranger
   matching (lab/base/matching.py) *within the cohort*, drawn for this cohort and game, and in the payment
   app they are one group. Their lobby pages go on by themselves.
 - The games' round starts and the payment's wait are then per group (the pair, the cohort) in an
@@ -68,8 +68,8 @@ def waiting_participants(session, page_index: int, now: float) -> list:
 
 
 def seat_cohort(session, participants: list) -> int:
-    """Pair ``participants`` (in arrival order) in every round of both games within themselves, and
-    make them one group of the payment app. Returns the cohort's number (1, 2, ...)."""
+    """Pair ``participants`` (in arrival order) in every round of the session's games among
+    themselves, and make them one group of the payment app. Returns the cohort's number (1, 2, ...)."""
     from otree.database import db
 
     from lab.base import app_registry, matching
@@ -83,8 +83,8 @@ def seat_cohort(session, participants: list) -> int:
         participant.vars["online_seated_at"] = now
     ids = [participant.id for participant in participants]
     p = params(session)
-    for game, app in GAME_APPS.items():
-        Player = app_registry.player_model(app)
+    for game in p.games:
+        Player = app_registry.player_model(GAME_APPS[game])
         rng = random.Random(f"{session.code}-{game}-cohort{number}")
         schedule = matching.perfect_stranger_pairs(len(participants), p.rounds_per_game, rng)
         for round_number, pairs in enumerate(schedule, start=1):

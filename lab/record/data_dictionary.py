@@ -97,7 +97,9 @@ SESSION_KEYS = {
                                                   enum=v["treatment_codes"])),
     "label_setting": _from_protocol(lambda v: _c("informed: associates labelled truthfully; uninformed: 'machines or "
                                                  "humans'", enum=v["label_settings"])),
-    "game_order": _c("order of the two games", enum=tuple(protocol.GAME_ORDERS)),
+    "game_order": _from_protocol(lambda v: _c(
+        "order of the two games" if all(len(order) == 2 for order in v["game_orders"].values())
+        else "the game played (the design has one game)", enum=v["game_orders"])),
     "source": _c("where the row comes from", enum=("lab", "simulation")),
 }
 GAME = _c("WC (with communication) or WoC (without)", enum=protocol.GAMES)

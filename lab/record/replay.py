@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 
-import protocol
 from agents.types import TurnStatus
 from lab.base import app_registry
 from lab.record.page_times import page_times
@@ -116,7 +115,7 @@ def participant_timeline(session, participant_code: str) -> dict | None:
     p = params(session)
     page_done = page_completions(session)
     games = []
-    for game in protocol.GAME_ORDERS[p.game_order]:
+    for game in p.games:
         tables = app_registry.game_tables(game)
         seats = _seats(tables, session) if p.with_agents else {}
         players = tables.Player.objects_filter(participant=participant).order_by("round_number")
@@ -159,7 +158,7 @@ def agent_ids(session) -> list[tuple[str, str, str]]:
     if not p.with_agents:
         return []
     found = []
-    for game in protocol.GAME_ORDERS[p.game_order]:
+    for game in p.games:
         seats = _seats(app_registry.game_tables(game), session)
         found += [(game, agent_id, persona) for agent_id, persona in
                   sorted(seats.items(), key=lambda item: int(item[0].rsplit("-", 1)[-1]))]

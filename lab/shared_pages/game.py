@@ -122,7 +122,7 @@ def set_round_matching(subsession, game: str) -> None:
 def round_pairs(rule: str, num_players: int, p, game: str, round_index: int, rng) -> list[tuple[int, int]]:
     """An H-H round's pairs by the experiment's matching rule (lab/base/matching.py)."""
     if rule == matching.FIXED_PARTNER:
-        return matching.fixed_partner_pairs(num_players, p.game_index(game), rng)
+        return matching.fixed_partner_pairs(num_players, p.game_index(game), rng, games=len(p.games))
     if rule == matching.RANDOM:
         return [matching.random_pairs(num_players, rng) for _ in range(round_index + 1)][round_index]
     return matching.perfect_stranger_pairs(num_players, p.rounds_per_game, rng)[round_index]
