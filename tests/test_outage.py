@@ -48,10 +48,13 @@ def move_deadlines_into_the_past(server, seconds: float) -> None:
 @pytest.mark.browser
 @pytest.mark.server
 @pytest.mark.timeout(900)
-def test_pages_move_on_by_themselves_after_an_outage(lab_server, database_url):
+def test_pages_move_on_by_themselves_after_an_outage(lab_server, postgres_url):
+    # PostgreSQL only, the lab's database: what a restart finds is oTree's task rows and the
+    # participants' deadlines, read and rescheduled by the same ORM code on either database
+    # (SQLite's restarts: test_restart.py); ~165 s of a worker each.
     from playwright.async_api import async_playwright
 
-    server = lab_server(database_url)
+    server = lab_server(postgres_url)
     # Agents (the offline simulated model) as associates: every round still starts for all
     # participants together, so the second round waits for the closed tab.
     session = server.create_session("hf_informed_wc_first", 2, llm_provider="simulated", **LIMITS)

@@ -113,14 +113,15 @@ def test_a_ten_round_hf_session_in_chinese_with_default_memory(llama_server, pro
     print("statuses", statuses)
 
 
-def test_memory_game_on_a_small_context_window_trims_and_never_overflows(llama_server, project_copy, tmp_path,
-                                                                        database_url):
+def test_memory_game_on_a_small_context_window_trims_and_never_overflows(llama_server, project_copy, tmp_path):
+    # SQLite only: what is trimmed to fit the window is the agents' (agents/agent.py), whatever the
+    # database; the real model's tests share one worker, and each minute of theirs is the suite's.
     server = llama_server(2560)
     export = tmp_path / "export"
     # Two humans, two rounds: two agents, each meeting both humans, so each has a round 1 to re-send.
     run_bots(project_copy, "hf_informed_wc_first", 2, {
         "rounds_per_game": 2, "language": "zh_hans", **STAGES, **_model_settings(server, llm_memory="game")},
-        database_url, export_dir=export, timeout=900)
+        export_dir=export, timeout=900)
     calls, decisions = exported_table(export, "llm_calls"), exported_table(export, "decisions")
     statuses = _check_handling(calls, decisions, server, games_rounds=8)
     later = [c for c in calls if c["round_number"] == "2" and c["game"] == "WC"]
