@@ -48,6 +48,7 @@ def test_the_paper_file_holds_protocol_py_s_numbers(paper):
     assert paper.design.treatments.label_settings == protocol.LABEL_SETTINGS
     assert paper.game_orders == protocol.GAME_ORDERS
     assert paper.game_ids == protocol.GAMES
+    assert paper.design.languages == protocol.LANGUAGES
     payment = paper.design.payment
     assert (payment.show_up_fee, payment.currency_per_point, payment.norm_bonus, payment.currency) == (
         protocol.SHOW_UP_FEE, protocol.CURRENCY_PER_POINT, protocol.NORM_BONUS, protocol.CURRENCY_CODE)

@@ -8,9 +8,10 @@ questionnaires (questionnaire/), and its agents' prompts come from it (agents/pr
 personas' role-play files, the [agents] files). A design that differs from experiments/paper.toml
 only where the lab follows the session (the payoffs, the matching, the exchanges of a game with
 chat beside one without, the personas and which of them the treatments name, the labels, the
-agents' files, the agents' message length, the currency and the values a session config carries:
-rounds, limits, message length, money, the title, its config names, demo sizes), or runs a part of
-the paper's game orders, languages or questionnaires, runs; any other difference is named here,
+agents' files, the agents' message length, the currency, the languages (each is its locale file,
+which the check reads) and the values a session config carries: rounds, limits, message length,
+money, the title, its config names, demo sizes), or runs a part of the paper's game orders or
+questionnaires, runs; any other difference is named here,
 and settings.py does not offer the file on the create page (the server's log says why).
 """
 
@@ -22,10 +23,10 @@ logger = logging.getLogger("lab.experiments")
 
 # What the pages read from the session (or its config): a design may differ there.
 FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payment", "demo_participants",
-            "matching", "labels", "personas", "agents"}
-# A design may run a part of the paper's: some of its game orders, one of its languages; its
-# treatments' associate types and label settings are its own (coherence checks they exist).
-SUBSETS = {"treatments", "languages"}
+            "matching", "labels", "personas", "agents", "languages"}
+# A design may run a part of the paper's: some of its game orders; its treatments' associate types
+# and label settings are its own (coherence checks they exist).
+SUBSETS = {"treatments"}
 OWN_TREATMENTS = {"associate_types", "label_settings"}
 FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
 # Every payment value is the session's (the currency too: the lab's pages write the session's; only
@@ -49,8 +50,6 @@ def not_runnable(experiment, paper) -> list[str]:
     if sorted(game.game_id for game in experiment.design.games) != sorted(paper.game_ids):
         found.append("games differs from the paper's (the lab runs two games: one with chat, of one or two "
                      "message exchanges, and one without)")
-    found += [f"languages: {language} is not one of the paper's" for language in design["languages"]
-              if language not in papers["languages"]]
     for field, values in design["treatments"].items():
         found += [f"treatments.{field}: {value} is not one of the paper's" for value in values
                   if field not in OWN_TREATMENTS and value not in papers["treatments"][field]]

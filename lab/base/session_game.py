@@ -57,14 +57,16 @@ def protocol_values(experiment=None) -> dict:
 
 def treatment_values(experiment=None) -> dict:
     """The names a session's data may hold for its treatment: the treatment codes of its associate
-    types (human and the experiment's personas), its personas and label settings (protocol.py's
-    without an experiment). Not frozen as such: read from the frozen experiment's text."""
+    types (human and the experiment's personas), its personas, label settings and languages
+    (protocol.py's without an experiment). Not frozen as such: read from the frozen experiment's text."""
     if experiment is None:
         codes, settings = dict(protocol.TREATMENT_CODES), list(protocol.LABEL_SETTINGS)
+        languages = list(protocol.LANGUAGES)
     else:
         codes = {kind: experiment.treatment_code(kind) for kind in ("human", *experiment.design.personas)}
-        settings = list(experiment.design.labels)
-    return dict(treatment_codes=codes, personas=[kind for kind in codes if kind != "human"], label_settings=settings)
+        settings, languages = list(experiment.design.labels), list(experiment.design.languages)
+    return dict(treatment_codes=codes, personas=[kind for kind in codes if kind != "human"], label_settings=settings,
+                languages=languages)
 
 
 def session_protocol_values(manifest: dict) -> dict:

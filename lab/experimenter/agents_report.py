@@ -95,7 +95,7 @@ def admin_report(subsession, tables: agents.GameTables) -> dict:
     limit = agents.budget_limit(session)
     spent = agents.session_spent(session)
     config = agents.model_config(session)
-    model_probe.TEST_TARGETS[session.code] = dict(config=config, language=agents.AGENT_LANGUAGE[p.language],
+    model_probe.TEST_TARGETS[session.code] = dict(config=config, language=agents.agent_language(p.language),
                                                   with_chat=tables.with_chat, experiment=frozen_experiment(session))
     settled = sorted((t for ts in turns_by_agent.values() for t in ts if t.status != agents.RUNNING),
                      key=lambda t: getattr(t, "finished_at") or 0)[-FALLBACK_WARNING_TURNS:]
