@@ -1,6 +1,7 @@
 from otree.api import Bot, expect
 
 import protocol
+from lab.base import i18n
 from lab.base.session_settings import params
 from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, NormEstimates,
                Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS, listed)
@@ -10,8 +11,7 @@ class PlayerBot(Bot):
     def play_round(self):
         n = self.participant.id_in_session
         # self.html is the page the bot is on: the first questionnaire before its answers.
-        first_title = "Questionnaire 1" if params(self.session).language == "en" else "问卷 1"
-        expect(first_title, "in", self.html)
+        expect(i18n.text(params(self.session).language, "questionnaire_title", number=1), "in", self.html)
         if listed(self.player, "norm_estimates"):
             yield NormEstimates, {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
         if listed(self.player, "perception"):
@@ -35,10 +35,16 @@ class PlayerBot(Bot):
             yield Demographics, {"age": 20 + n % 5, "gender": "female" if n % 2 else "male", "major": "经济学"}
 
 
+# Where the SVO intro says the slider's labels are, in the languages the lab ships (another's: not checked).
+SLIDER_ABOVE = {"zh_hans": "上方", "en": "above the slider", "de": "über dem Schieberegler"}
+
+
 def check_svo_layout(page_html: str, language: str) -> None:
     """As the SVO intro says: each item shows what you receive above its slider and what the
-    other receives below it (Chinese labels end in a full-width colon)."""
-    you, other = ("您得到：", "对方得到：") if language == "zh_hans" else ("You receive:", "Other receives:")
-    expect("上方" if language == "zh_hans" else "above the slider", "in", page_html)
+    other receives below it."""
+    you, other = (i18n.text(language, key) for key in ("questionnaire_svo_you_receive",
+                                                         "questionnaire_svo_other_receives"))
+    if language in SLIDER_ABOVE:
+        expect(SLIDER_ABOVE[language], "in", page_html)
     # The first item: its "you" label, then its slider, then its "other" label.
     expect(page_html.index(you) < page_html.index('type="range"') < page_html.index(other), True)
