@@ -117,6 +117,7 @@ MESSAGES = [
     ("Mal sehen, ich überleg noch.", None),
     ("Ich hab diese Runde meinen eigenen Plan.", None),
     ("Hast du am Wochenende Zeit? Wollen wir Pizza essen gehen?", None),
+    ("Ich muss danach noch ins Büro", None),
 ]
 
 

@@ -92,7 +92,8 @@ _AFTER_OPTION = frozenset("""
     für ist und oder auch nochmal dann jetzt bitte mit beide jeder wir ich du uns gibt bringt zahlt weil wenn ja
     klingt statt nur immer
 """.split())
-_WORD_AFTER = re.compile(r"\s*([A-Za-zÄÖÜäöüß']+)")
+_ACCENTED = "À-ÖØ-öø-ÿ"  # Latin letters beyond A-Z (ä, ö, ü, ß, é, ...)
+_WORD_AFTER = re.compile(rf"\s*([A-Za-z{_ACCENTED}']+)")
 _NOT_OPTIONS = re.compile(r"\bplan\s+b\b|\bb/c\b", re.IGNORECASE)  # "plan B", "b/c" (because)
 _COOPERATE_WORDS = r"cooperat\w*|\bwin[- ]?win\b|合作|双赢|共赢|kooperier\w*|zusammen ?arbeit\w*"
 _BETRAY_WORDS = r"\bbetray\w*|\bdefect\w*|背叛|出卖|\bverr[aä]t\w*|\bbetr[uü]g\w*|\bhintergeh\w*"
@@ -114,8 +115,9 @@ def _patterns(reading: ChatReading) -> _Patterns:
     letters = "".join(sorted({label.upper() for label, _ in reading.labels if len(label) == 1 and label.isalpha()}))
     words = sorted({label for label, _ in reading.labels if not (len(label) == 1 and label.isalpha())}, key=len,
                    reverse=True)
-    letter_pattern = (re.compile(rf"(?<![A-Za-z0-9])([{letters}{letters.lower()}])(?:\s*[/&-]\s*|)([{letters}])?"
-                                 r"(?![A-Za-z0-9'’])") if letters else None)
+    # a letter inside a word is none (Latin letters with accents too: German "Büro" names no B)
+    letter_pattern = (re.compile(rf"(?<![A-Za-z0-9{_ACCENTED}])([{letters}{letters.lower()}])(?:\s*[/&-]\s*|)"
+                                 rf"([{letters}])?(?![A-Za-z0-9'’{_ACCENTED}])") if letters else None)
     word_pattern = (re.compile(r"(?<![\w])(" + "|".join(map(re.escape, words)) + r")(?![\w])", re.IGNORECASE)
                     if words else None)
     cooperate = betray = None
