@@ -34,6 +34,21 @@ def test_a_language_is_its_locale_file():
         i18n.lab_language("fr")
 
 
+def test_otree_s_own_texts_follow_a_session_in_german():
+    """oTree's catalogs, bound as oTree's start binds them, give a German session oTree's own texts
+    in German (lab/server/otree_language.py)."""
+    import gettext
+    from pathlib import Path
+
+    import otree
+    from lab.server import otree_language
+
+    gettext.bindtextdomain("django", localedir=str(Path(otree.__file__).parent / "locale"))
+    catalog = otree_language._catalog.__wrapped__("django", "de")
+    assert catalog.gettext("Please wait") == "Bitte warten"
+    assert catalog.gettext("This field is required.") == "Dieses Feld ist erforderlich."
+
+
 def _settings(**env):
     code = "import settings; print(settings.LANGUAGE_CODE, settings.SESSION_CONFIG_DEFAULTS['language'], " \
            "settings.SESSION_CONFIG_DEFAULTS['rounds_per_game'])"

@@ -1,6 +1,6 @@
 """A language is files: the tests' German lab (tests/data/experiments/german_lab.toml, locale/de.toml,
 prompts/languages/) played end to end. oTree's bots play an informed H-F session on SQLite with the
-simulated model; participants read German pages (the lab's texts, the file's words for the
+simulated model, on a German server (OTREE_LANGUAGE_CODE=de); participants read German pages (the lab's texts, the file's words for the
 associates, its currency), the agents are told to chat in German and do, and the session's data
 says German. The check's naming of missing keys: tests/test_experiment_check.py."""
 
@@ -41,7 +41,7 @@ def test_a_german_session_shows_german_pages_and_its_agents_chat_in_german(proje
     pages.mkdir()
     result = run_bots(project_copy, "test_de_hf_informed_wc_first", 2,
                       {"rounds_per_game": ROUNDS, "llm_provider": "simulated"}, export_dir=folder,
-                      extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
+                      extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages), "OTREE_LANGUAGE_CODE": "de"})
     code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
 
     # What participants read: every kept page in German, as <html lang> says.
