@@ -3,9 +3,9 @@
 oTree chooses one language per server (LANGUAGE_CODE); this lab runs sessions of several
 languages side by side, so every text a participant sees lives in ``locale/<language>.toml``
 and is looked up by the session config's ``language``. A language is its locale file: the lab's
-languages are the files of locale/ (the experiment check names every key a file lacks). Texts may hold ``{placeholders}``
-filled from the session's parameters (payoffs, limits, rounds) and trusted HTML markup;
-nothing a participant typed ever passes through here.
+languages are the files of locale/ (the experiment check names every key a file lacks). Texts
+may hold ``{placeholders}`` filled from the session's parameters (payoffs, limits, rounds) and
+trusted HTML markup; nothing a participant typed ever passes through here.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ chat beside one without, the personas and which of them the treatments name, the
 agents' files, the agents' message length, the currency, the languages (each is its locale file,
 which the check reads) and the values a session config carries: rounds, limits, message length,
 money, the title, its config names, demo sizes), or runs a part of the paper's game orders or
-questionnaires, runs; any other difference is named here,
-and settings.py does not offer the file on the create page (the server's log says why).
+questionnaires, runs; any other difference is named here, and settings.py does not offer the file
+on the create page (the server's log says why).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ def agent_language(language: str) -> str:
     """The agents' code of a session language: "zh_hans" -> "zh", "de" -> "de"."""
     return AGENT_LANGUAGE.get(language, language)
 
+
 STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMITS}
 # What a session config's name fixes: its experiment (the file and its text's hash, as the server
 # started with them) and its treatment. Not on the create page; a creation may repeat, not change them.

@@ -4,9 +4,10 @@ oTree translates its own texts into one language per process, settings.LANGUAGE_
 OTREE_LANGUAGE_CODE): its footer ("Powered by oTree"), the form error banner ("Please fix the
 errors."), the form fields' errors (WTForms), the wait pages' "Please wait", the room's pages,
 "Session is full.". This lab runs sessions of several languages on one server, so a participant of
-an English session on a Chinese server read those in Chinese. oTree's catalogs (otree/locale) cover
-many languages (German among them); a language without one shows oTree's texts in English. Here each request takes the
-language of the session it belongs to, and oTree's texts follow it. What this replaces:
+an English session on a Chinese server read those in Chinese. Here each request takes the
+language of the session it belongs to, and oTree's texts follow it (oTree's catalogs, otree/locale,
+cover many languages, German among them; in a language without one they are English). What this
+replaces:
 
 - ``otree.i18n.gettext_lib`` (the gettext module as ``core_gettext`` and the ``|gettext`` filter
   use it), ``otree.currency.dngettext`` and ``otree.templating.nodes.gettext``: lookups in the
