@@ -1,5 +1,5 @@
 """A language is files: the tests' German lab (tests/data/experiments/german_lab.toml, locale/de.toml,
-prompts/languages/) played end to end. oTree's bots play an informed H-F session on SQLite with the
+locale/de/) played end to end. oTree's bots play an informed H-F session on SQLite with the
 simulated model, on a German server (OTREE_LANGUAGE_CODE=de); participants read German pages (the lab's texts, the file's words for the
 associates, its currency), the agents are told to chat in German and do, and the session's data
 says German. The check's naming of missing keys: tests/test_experiment_check.py."""
