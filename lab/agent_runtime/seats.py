@@ -22,7 +22,8 @@ from lab.shared_pages import game as lab_game
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.tables import GameTables
 from lab.base.session_game import frozen_experiment
-from lab.base.session_settings import agent_language, params, session_code_of
+from lab.base.i18n import agent_language
+from lab.base.session_settings import params, session_code_of
 
 
 def model_config(session) -> ModelConfig:

@@ -82,6 +82,14 @@ def currency_name(language: str, code: str) -> str:
 # LANGUAGES, named as locale files are ("zh_hans"); oTree spells them as Django does ("zh-hans"),
 # HTML as BCP 47 ("zh-Hans").
 DEFAULT_LANGUAGE = "zh_hans"  # the paper's lab
+# A session's language -> the agents' code for it (agents/prompts.py): the paper's agents call
+# Chinese "zh"; every other language goes by its own code.
+AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
+
+
+def agent_language(language: str) -> str:
+    """The agents' code of a session language: "zh_hans" -> "zh", "de" -> "de"."""
+    return AGENT_LANGUAGE.get(language, language)
 
 
 def otree_code(language: str) -> str:

@@ -16,20 +16,11 @@ from dataclasses import dataclass
 
 import protocol
 from lab.base import matching
+from lab.base.i18n import LANGUAGES, agent_language
 from lab.base.session_game import DEFAULT_EXPERIMENT
 from lab.base.text import CONTROL_CHARACTERS
 
 GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
-# The session's language (lab/base/i18n.py) -> the language of the agents' prompts: the paper's
-# agents call Chinese "zh" (agents/prompts.py); every other language by its own code.
-AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
-
-
-def agent_language(language: str) -> str:
-    """The agents' code of a session language: "zh_hans" -> "zh", "de" -> "de"."""
-    return AGENT_LANGUAGE.get(language, language)
-
-
 STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMITS}
 # What a session config's name fixes: its experiment (the file and its text's hash, as the server
 # started with them) and its treatment. Not on the create page; a creation may repeat, not change them.
@@ -267,8 +258,6 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     check_values(merged)  # first: a control character (NUL) in the experiment's name too
     experiment = session_experiment(merged)
     associate_types = ("human", *experiment.design.personas)  # the experiment's own personas
-    from lab.base.i18n import LANGUAGES
-
     languages = [language for language in experiment.design.languages if language in LANGUAGES]
     checks = [
         ("associate_type", merged.get("associate_type") in associate_types,
