@@ -50,6 +50,7 @@ PERSONAS = ("cooperative", "fair", "selfish")
 LABEL_SETTINGS = ("informed", "uninformed")
 GAME_ORDERS = {"WC-WoC": ("WC", "WoC"), "WoC-WC": ("WoC", "WC")}
 GAMES = ("WC", "WoC")  # with communication, without communication
+LANGUAGES = ("zh_hans", "en")  # Simplified Chinese as in the paper's lab; English (locale/<code>.toml)
 
 # --- Payment ------------------------------------------------------------------------
 SHOW_UP_FEE = 15.0  # CNY

@@ -29,7 +29,7 @@ if production.is_production(environ):
 # The lab's language: the default of each session's `language` (every participant page, oTree's
 # own texts included, follows its session's: lab/base/i18n.py, lab/server/otree_language.py) and the language
 # of pages that belong to no session (a room before its session). Simplified Chinese unless
-# OTREE_LANGUAGE_CODE=en.
+# OTREE_LANGUAGE_CODE names another language of locale/ (en, de: docs/experiment-file.md, A language is files).
 try:
     LANGUAGE_CODE = i18n.otree_language_code(environ.get("OTREE_LANGUAGE_CODE"))
 except ValueError as exc:

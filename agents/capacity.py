@@ -54,9 +54,13 @@ TYPICAL_MESSAGES = {
     "zh": ["咱们这一轮都选A吧，这样我们各得70分，比互相背叛强。", "好的，我也选A，说话算数。", "我考虑一下，上一轮对方选了B。"],
     "en": ["Let's both choose A this round, we each get 70 points.", "OK, I'll choose A too, deal.",
            "Not sure yet, my last associate chose B."],
+    "de": ["Lass uns diese Runde beide A nehmen, dann kriegt jeder 70 Punkte.", "Okay, ich nehme auch A, abgemacht.",
+           "Weiß noch nicht, mein letztes Gegenüber hat B gewählt."],
 }
 _FILLER = {"zh": "我想 对方 可能 会 选 合作 收益 这 一轮 信任 考虑 历史 记录 分数 结果".split(),
-           "en": "I think my associate may choose cooperation payoff this round trust history points result".split()}
+           "en": "I think my associate may choose cooperation payoff this round trust history points result".split(),
+           "de": "ich glaube mein Gegenüber wählt vielleicht Zusammenarbeit Auszahlung diese Runde Vertrauen Verlauf "
+                 "Punkte Ergebnis".split()}
 STAGES = (TurnKind.MESSAGE_1.value, TurnKind.MESSAGE_2.value, TurnKind.DECISION.value)
 
 
@@ -66,7 +70,7 @@ class SessionDemand:
 
     agents: int  # turns in each stage of a round: one agent per participant
     rounds: int
-    language: str  # the agents' prompts: "zh" or "en"
+    language: str  # the agents' prompts: "zh", "en", "de" (another language is measured with English text)
     persona: str
     stage_seconds: dict[str, float]  # message_1, message_2, decision
     games: tuple[str, ...] = ("WC", "WoC")
@@ -185,7 +189,7 @@ class _Recorder:
         self.settings = model_settings(cfg)
         self.calls: list[list[ChatMessage]] = []
         self._rng = random.Random(seed)
-        self._language = language
+        self._language = language if language in TYPICAL_MESSAGES else "en"
         self._reply_tokens = cfg.max_tokens
 
     async def complete(self, messages: list[ChatMessage], *, deadline: float,

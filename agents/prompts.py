@@ -28,7 +28,7 @@ import protocol
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 PAPER_EXPERIMENT_FILE = ed.EXPERIMENTS_DIR / "paper.toml"
-# The agents name the paper's languages "zh" and "en" (lab/base/session_settings.py's AGENT_LANGUAGE);
+# The agents name the paper's languages "zh" and "en" (lab/base/i18n.py's AGENT_LANGUAGE);
 # an experiment names a language as its locale file does ("zh_hans"). Any other code is the experiment's own.
 LANGUAGE_CODES = {"zh": "zh_hans"}
 

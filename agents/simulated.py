@@ -128,7 +128,17 @@ MESSAGE_TEMPLATES = {
                          "Don't go {b}, {a}/{a} gives us {both_a} each."],
     ("vague", "zh"): ["看情况吧，我再想想。", "嗯，这局我自己有数。"],
     ("vague", "en"): ["We'll see, let me think.", "I've got my own plan this round."],
+    ("promise", "de"): ["Lass uns beide A nehmen, {both_a} für jeden!", "Wie wär's, wir nehmen beide A? Keiner verliert.",
+                        "Ich nehme A, nimm du auch A, dann kriegen wir beide {both_a}.", "Beide A? Besser geht's nicht."],
+    ("agree", "de"): ["Abgemacht, A!", "Passt, dann nehmen wir beide A.", "Klingt gut, A für uns beide!"],
+    ("persuade", "de"): ["Komm, nimm A, mit beide B kriegen wir nur {both_b}.",
+                         "Nimm nicht B, mit A/A bekommt jeder {both_a}."],
+    ("vague", "de"): ["Mal sehen, ich überleg noch.", "Ich hab diese Runde meinen eigenen Plan."],
 }
+# The chat language as the system prompt names it ("you converse in Chinese") -> the canned messages'
+# language; any other language is answered in English.
+CHAT_LANGUAGES = {"Chinese": "zh", "German": "de"}
+_CONVERSE_IN = re.compile(r"converse in ([A-Z][a-z]+)")
 # The canned messages with the paper's points (what a prompt stating no payoffs gets).
 MESSAGES = {key: [option.format(a="A", b="B", **PAPER_POINTS._asdict()) for option in options]
             for key, options in MESSAGE_TEMPLATES.items()}
@@ -212,7 +222,8 @@ class SimulatedModel:
                 return respond(messages, rng)
         system = next((m.content for m in messages if m.role == "system"), "")
         persona = persona_kind(messages)
-        language = "zh" if "converse in Chinese" in system else "en"
+        named = _CONVERSE_IN.search(system)
+        language = CHAT_LANGUAGES.get(named.group(1), "en") if named else "en"
         prompt = next((m.content for m in reversed(messages) if m.role == "user"), "")
         labels = choice_labels(system)
         if "I DECIDE TO CHOOSE" in prompt:

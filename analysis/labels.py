@@ -1,6 +1,6 @@
 """What annotators write, read as labels: strategies, agreement, motive ratings (SI Note 2).
 
-In both languages of the study. A value none of these spellings reads is UNREADABLE: the
+In the study's languages (Chinese, English) and German. A value none of these spellings reads is UNREADABLE: the
 loader lists it as a problem with its file and row, and reads it as missing (not as
 "unclear", which is a label).
 """
@@ -9,12 +9,14 @@ from __future__ import annotations
 
 TRUE_WORDS, FALSE_WORDS = {"true", "1", "yes", "y", "t"}, {"false", "0", "no", "n", "f"}
 AGREEMENT_TRUE = TRUE_WORDS | {"1.0", "agreed", "agree", "agreement", "mutual a", "a/a", "是", "对", "有", "同意",
-                               "达成", "达成一致", "已达成", "一致", "√", "✓", "✔"}
+                               "达成", "达成一致", "已达成", "一致", "√", "✓", "✔", "ja", "j", "einig",
+                               "einigung", "geeinigt"}
 AGREEMENT_FALSE = FALSE_WORDS | {"0.0", "no agreement", "not agreed", "disagree", "none", "否", "不", "不是", "无",
-                                 "没有", "未达成", "没有达成", "不同意", "不一致", "×", "✗", "✘"}
+                                 "没有", "未达成", "没有达成", "不同意", "不一致", "×", "✗", "✘", "nein",
+                                 "keine einigung", "nicht geeinigt", "uneinig"}
 UNCLEAR_WORDS = {"", "unclear", "?", "？", "-", "—", "n/a", "na", "none", "不清楚", "不确定", "不明确", "无法判断",
-                 "未知", "不明"}
-STRATEGY_NOISE = ("STRATEGY", "策略", "选择", "选", "CHOOSE", "OPTION", " ", "\u3000", '"', "'", "“", "”")
+                 "未知", "不明", "unklar", "unbekannt"}
+STRATEGY_NOISE = ("STRATEGY", "STRATEGIE", "策略", "选择", "选", "CHOOSE", "OPTION", " ", "\u3000", '"', "'", "“", "”")
 UNREADABLE = "\x00unreadable"  # a value that is no label: read as missing
 
 

@@ -3,6 +3,7 @@ import html
 from otree.api import Bot, expect
 
 import protocol
+from lab.base import i18n
 from lab.base.session_settings import params
 from lab.shared_pages.pages import texts_for
 from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, NormEstimates,
@@ -51,10 +52,16 @@ class PlayerBot(Bot):
             raise AssertionError(f"the bot has no answers for {page.__name__}")
 
 
+# Where the SVO intro says the slider's labels are, in the languages the lab ships (another's: not checked).
+SLIDER_ABOVE = {"zh_hans": "上方", "en": "above the slider", "de": "über dem Schieberegler"}
+
+
 def check_svo_layout(page_html: str, language: str) -> None:
     """As the SVO intro says: each item shows what you receive above its slider and what the
-    other receives below it (Chinese labels end in a full-width colon)."""
-    you, other = ("您得到：", "对方得到：") if language == "zh_hans" else ("You receive:", "Other receives:")
-    expect("上方" if language == "zh_hans" else "above the slider", "in", page_html)
+    other receives below it."""
+    you, other = (i18n.text(language, key) for key in ("questionnaire_svo_you_receive",
+                                                         "questionnaire_svo_other_receives"))
+    if language in SLIDER_ABOVE:
+        expect(SLIDER_ABOVE[language], "in", page_html)
     # The first item: its "you" label, then its slider, then its "other" label.
     expect(page_html.index(you) < page_html.index('type="range"') < page_html.index(other), True)

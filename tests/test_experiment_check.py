@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiment_design import EXPERIMENTS_DIR, PROJECT_DIR, check, check_all_or_exit
+from experiment_design import EXPERIMENTS_DIR, PROJECT_DIR, TEST_EXPERIMENTS_DIR, check, check_all_or_exit
 from tests import processes
 
 PAPER_TEXT = (EXPERIMENTS_DIR / "paper.toml").read_text(encoding="utf-8")
@@ -226,6 +226,7 @@ def test_a_text_asking_for_a_placeholder_the_design_does_not_fill(project):
 def test_a_new_language_is_files(project):
     """German offered, without its texts: every text of the file, the prompts, and one line for the
     missing locale file with every key the design needs."""
+    (project / "locale" / "de.toml").unlink()
     found = problems(project, ('languages = ["zh_hans", "en"]', 'languages = ["zh_hans", "en", "de"]'))
     assert found[:3] == ['game.choices[1].label: lacks de, which languages offers: add de = "..."',
                          'game.choices[2].label: lacks de, which languages offers: add de = "..."',
@@ -240,6 +241,26 @@ def test_a_new_language_is_files(project):
     assert "common.associate_humans" not in missing[0]  # the experiment file gives the associates' words
     assert problems(project, ('languages = ["zh_hans", "en"]', 'languages = ["zh_hans", "EN"]')) == [
         'languages[2]: is "EN": write a language code as the locale files are named (such as "en", "zh_hans", "de")']
+
+
+def test_a_language_s_locale_file_lacking_keys_is_named_key_by_key(project):
+    """German (locale/de.toml) offered by the tests' German lab: the file as shipped passes; without
+    some of its texts, the check names each key the design shows, and only those."""
+    german_lab = (TEST_EXPERIMENTS_DIR / "german_lab.toml").read_text(encoding="utf-8")
+    path = project / "experiments" / "german_lab.toml"
+    path.write_text(german_lab, encoding="utf-8")
+    assert [str(problem) for problem in check(path, root=project)] == []
+    locale = project / "locale" / "de.toml"
+    text = locale.read_text(encoding="utf-8")
+    for line in ('decision_title = "Ihre Wahl"\n', 'svo_item = "Aufgabe {number}"\n', 'exit_code = "Ihr Abschlusscode:"\n',
+                 'new_associate_fixed_partner = "Ihr Gegenüber in dieser Runde ist dasselbe wie in den anderen Runden '
+                 'dieses Spiels."\n'):
+        assert line in text, line
+        text = text.replace(line, "")
+    locale.write_text(text, encoding="utf-8")
+    written = "is missing, and this design shows it: write it (locale/en.toml has it in English)"
+    assert [str(problem).removeprefix(f"{path}: ") for problem in check(path, root=project)] == [
+        f"locale/de.toml: {key} {written}" for key in ("game.decision_title", "questionnaire.svo_item", "online.exit_code")]
 
 
 def test_every_problem_not_the_first(project):

@@ -48,6 +48,7 @@ def test_the_paper_file_holds_protocol_py_s_numbers(paper):
     assert paper.design.treatments.label_settings == protocol.LABEL_SETTINGS
     assert paper.game_orders == protocol.GAME_ORDERS
     assert paper.game_ids == protocol.GAMES
+    assert paper.design.languages == protocol.LANGUAGES
     payment = paper.design.payment
     assert (payment.show_up_fee, payment.currency_per_point, payment.norm_bonus, payment.currency) == (
         protocol.SHOW_UP_FEE, protocol.CURRENCY_PER_POINT, protocol.NORM_BONUS, protocol.CURRENCY_CODE)
@@ -59,7 +60,8 @@ def test_the_paper_file_holds_protocol_py_s_numbers(paper):
 def test_the_paper_file_holds_the_texts_and_prompts_the_code_uses(paper):
     from agents.prompts import CHAT_LANGUAGE_NAMES, PERSONA_NAMES
     from lab.base import i18n
-    from lab.base.session_settings import AGENT_LANGUAGE, GAME_APPS
+    from lab.base.i18n import AGENT_LANGUAGE
+    from lab.base.session_settings import GAME_APPS
 
     assert {name: paper.persona_prompt_name(name) for name in paper.design.personas} == PERSONA_NAMES
     for language in paper.design.languages:

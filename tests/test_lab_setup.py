@@ -19,11 +19,34 @@ CJK = "\u4e00-\u9fff"
 
 @pytest.mark.parametrize("raw,expected", [
     (None, "zh_hans"), ("", "zh_hans"), ("zh-hans", "zh_hans"), ("zh_Hans", "zh_hans"), ("zh", "zh_hans"),
-    ("en", "en"), ("en-US", "en"),
+    ("en", "en"), ("en-US", "en"), ("de", "de"), ("de-AT", "de"),
 ])
 def test_lab_language_from_otree_language_code(raw, expected):
     assert i18n.lab_language(raw) == expected
-    assert i18n.otree_language_code(raw) == {"zh_hans": "zh-hans", "en": "en"}[expected]
+    assert i18n.otree_language_code(raw) == {"zh_hans": "zh-hans", "en": "en", "de": "de"}[expected]
+
+
+def test_a_language_is_its_locale_file():
+    """The lab's languages are locale/'s files; oTree's and HTML's spellings follow by rule."""
+    assert set(i18n.LANGUAGES) >= {"zh_hans", "en", "de"}
+    assert [i18n.html_lang(code) for code in ("zh_hans", "en", "de", "pt_br")] == ["zh-Hans", "en", "de", "pt-BR"]
+    with pytest.raises(ValueError, match="add locale/<code>.toml"):
+        i18n.lab_language("fr")
+
+
+def test_otree_s_own_texts_follow_a_session_in_german():
+    """oTree's catalogs, bound as oTree's start binds them, give a German session oTree's own texts
+    in German (lab/server/otree_language.py)."""
+    import gettext
+    from pathlib import Path
+
+    import otree
+    from lab.server import otree_language
+
+    gettext.bindtextdomain("django", localedir=str(Path(otree.__file__).parent / "locale"))
+    catalog = otree_language._catalog.__wrapped__("django", "de")
+    assert catalog.gettext("Please wait") == "Bitte warten"
+    assert catalog.gettext("This field is required.") == "Dieses Feld ist erforderlich."
 
 
 def _settings(**env):
@@ -36,6 +59,7 @@ def _settings(**env):
 def test_server_language_defaults_to_chinese_and_sessions_follow_it():
     assert _settings().stdout.split() == ["zh-hans", "zh_hans", "10"]
     assert _settings(OTREE_LANGUAGE_CODE="en").stdout.split() == ["en", "en", "10"]
+    assert _settings(OTREE_LANGUAGE_CODE="de").stdout.split() == ["de", "de", "10"]  # a German lab
 
 
 def test_a_language_without_texts_is_refused_with_a_message():

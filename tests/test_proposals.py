@@ -1,5 +1,5 @@
 """The dashboard's agreement proxy reads the choice a chat message proposes as a person would
-(lab/experimenter/proposals.py): English and Chinese, negation, "B" named, the article "a" not option A.
+(lab/experimenter/proposals.py): English, Chinese and German, negation, "B" named, the article "a" not option A.
 
 Each row is a message and the choice a reader takes it to propose (None: no proposal, or an
 ambiguous one). Sources: the issue's four counter-examples; the simulated agents' canned lines
@@ -96,6 +96,28 @@ MESSAGES = [
     ("x" * 300, None),
     ("Hi there! 😊", None),
     ("", None),
+    # German (locale/de.toml): the simulated agents' lines, messages as participants type them.
+    ("Lass uns beide A nehmen, 70 für jeden!", A),
+    ("Wie wär's, wir nehmen beide A? Keiner verliert.", A),
+    ("Ich nehme A, nimm du auch A, dann kriegen wir beide 70.", A),
+    ("Beide A? Besser geht's nicht.", A),
+    ("Abgemacht, A!", A),
+    ("Klingt gut, A für uns beide!", A),
+    ("Komm, nimm A, mit beide B kriegen wir nur 40.", A),
+    ("Nimm nicht B, mit A/A bekommt jeder 70.", A),
+    ("Lass uns zusammenarbeiten!", A),
+    ("Ich werde dich nicht verraten, nimm A", A),
+    ("Warum nicht A?", A),
+    ("Bloß kein B!", A),
+    ("Ich nehme B", B),
+    ("Ich werde nicht A nehmen", B),
+    ("A ist verlockend, aber ich nehme B", B),
+    ("A oder B?", None),
+    ("Letzte Runde hat mein Gegenüber B gewählt", None),
+    ("Mal sehen, ich überleg noch.", None),
+    ("Ich hab diese Runde meinen eigenen Plan.", None),
+    ("Hast du am Wochenende Zeit? Wollen wir Pizza essen gehen?", None),
+    ("Ich muss danach noch ins Büro", None),
 ]
 
 

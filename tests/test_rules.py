@@ -120,6 +120,22 @@ def test_every_text_exists_in_both_languages():
     assert all(value.strip() for value in chinese.values())
 
 
+def test_every_language_fills_the_placeholders_and_keeps_the_markup_of_the_english_text():
+    """A translation (locale/<language>.toml) asks for what its English text asks for, in the same
+    HTML elements: a page fills in the same values whatever the session's language."""
+    import re
+
+    from experiment_design.texts import placeholders
+
+    english = i18n.load_texts("en")
+    for language in i18n.LANGUAGES:
+        texts = i18n.load_texts(language)
+        for key in english.keys() & texts.keys():
+            assert placeholders(texts[key]) == placeholders(english[key]), (language, key)
+            assert sorted(re.findall(r"</?[a-z]+", texts[key])) == sorted(re.findall(r"</?[a-z]+", english[key])), (
+                language, key)
+
+
 def test_the_payoff_table_names_the_choices_by_their_labels_as_text():
     from lab.base.payoff_table import payoff_table_vars
     from lab.base.session_game import from_values, protocol_values

@@ -48,7 +48,7 @@ installs nothing.
 
 from __future__ import annotations
 
-from lab.agent_runtime.seats import AGENT_LANGUAGE, budget_limit, create_seats, model_config, session_spent
+from lab.agent_runtime.seats import agent_language, budget_limit, create_seats, model_config, session_spent
 from lab.agent_runtime.tables import GameTables
 from lab.agent_runtime.turns import (FINAL_STATUSES, RUNNING, TURN_STAGE, ensure_turn, find_turn, finish_round,
                                      remember_turns_of_session, settle_or_fallback, start_round)

@@ -22,7 +22,8 @@ from lab.shared_pages import game as lab_game
 from lab.agent_runtime.engine import ENGINE
 from lab.agent_runtime.tables import GameTables
 from lab.base.session_game import frozen_experiment
-from lab.base.session_settings import AGENT_LANGUAGE, params, session_code_of
+from lab.base.i18n import agent_language
+from lab.base.session_settings import params, session_code_of
 
 
 def model_config(session) -> ModelConfig:
@@ -42,7 +43,7 @@ def create_seats(subsession, tables: GameTables) -> None:
     from lab.base.online_settings import is_online
     from lab.base.session_settings import session_experiment
 
-    language = AGENT_LANGUAGE[p.language]
+    language = agent_language(p.language)
     humans = len(subsession.get_players())
     # Online: every participant has agents of their own (lab.base.matching.private_agent_schedule).
     rule = session_experiment(subsession.session.config).matching

@@ -9,10 +9,11 @@ personas' role-play files, the [agents] files). A design that differs from exper
 only where the lab follows the session (the payoffs, the matching, the exchanges of a game with
 chat beside one without, one game alone, the personas and which of them the treatments name, the
 labels, the choices' labels (their ids are the paper's, A and B: the decision as stored), the
-agents' files, the agents' message length, the currency and the values a session config carries:
-rounds, limits, message length, money, the title, its config names, demo sizes), or runs a part of
-the paper's game orders, languages or questionnaires, runs; any other difference is named here,
-and settings.py does not offer the file on the create page (the server's log says why).
+agents' files, the agents' message length, the currency, the languages (each is its locale file,
+which the check reads) and the values a session config carries: rounds, limits, message length,
+money, the title, its config names, demo sizes), or runs a part of the paper's questionnaires,
+runs; any other difference is named here, and settings.py does not offer the file on the create
+page (the server's log says why).
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ logger = logging.getLogger("lab.experiments")
 
 # What the pages read from the session (or its config): a design may differ there.
 FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payment", "demo_participants",
-            "matching", "labels", "personas", "agents"}
-# A design may run a part of the paper's: one of its languages; its treatments' associate types,
-# label settings and game orders (of its games: one or both of the paper's) are its own (coherence
-# checks they exist).
-SUBSETS = {"treatments", "languages"}
+            "matching", "labels", "personas", "agents", "languages"}
+# A design's treatments' associate types, label settings and game orders (of its games: one or both
+# of the paper's) are its own (coherence checks they exist).
+SUBSETS = {"treatments"}
 OWN_TREATMENTS = {"associate_types", "label_settings", "game_orders"}
 FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
 # Every payment value is the session's (the currency too: the lab's pages write the session's; only
@@ -49,8 +49,6 @@ def not_runnable(experiment, paper) -> list[str]:
              and design[field] != papers[field]]
     found += questionnaires_not_followed(design["questionnaires"], papers["questionnaires"])
     found += [f"games: {game} is not one of the paper's" for game in experiment.game_ids if game not in paper.game_ids]
-    found += [f"languages: {language} is not one of the paper's" for language in design["languages"]
-              if language not in papers["languages"]]
     for field, values in design["treatments"].items():
         found += [f"treatments.{field}: {value} is not one of the paper's" for value in values
                   if field not in OWN_TREATMENTS and value not in papers["treatments"][field]]

@@ -57,17 +57,19 @@ def protocol_values(experiment=None) -> dict:
 
 def treatment_values(experiment=None) -> dict:
     """The names a session's data may hold for its treatment: the treatment codes of its associate
-    types (human and the experiment's personas), its personas, label settings and game orders
-    (protocol.py's without an experiment). Not frozen as such: read from the frozen experiment's text."""
+    types (human and the experiment's personas), its personas, label settings, game orders and
+    languages (protocol.py's without an experiment). Not frozen as such: read from the frozen
+    experiment's text."""
     if experiment is None:
         codes, settings = dict(protocol.TREATMENT_CODES), list(protocol.LABEL_SETTINGS)
         orders = {name: list(order) for name, order in protocol.GAME_ORDERS.items()}
+        languages = list(protocol.LANGUAGES)
     else:
         codes = {kind: experiment.treatment_code(kind) for kind in ("human", *experiment.design.personas)}
-        settings = list(experiment.design.labels)
+        settings, languages = list(experiment.design.labels), list(experiment.design.languages)
         orders = {name: list(order) for name, order in experiment.game_orders.items()}
     return dict(treatment_codes=codes, personas=[kind for kind in codes if kind != "human"], label_settings=settings,
-                game_orders=orders)
+                game_orders=orders, languages=languages)
 
 
 def label_values(experiment=None) -> dict:

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 import protocol
 from lab.base import matching
+from lab.base.i18n import LANGUAGES, agent_language
 from lab.base.session_game import DEFAULT_EXPERIMENT
 from lab.base.text import CONTROL_CHARACTERS
 
 GAME_APPS = {"WC": "game_with_chat", "WoC": "game_without_chat"}
-# The session's language (lab/base/i18n.py) -> the language of the agents' prompts.
-AGENT_LANGUAGE = {"zh_hans": "zh", "en": "en"}
 STAGE_CONFIG_KEYS = {stage: f"{stage}_seconds" for stage in protocol.STAGE_LIMITS}
 # What a session config's name fixes: its experiment (the file and its text's hash, as the server
 # started with them) and its treatment. Not on the create page; a creation may repeat, not change them.
@@ -265,7 +264,7 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
     check_values(merged)  # first: a control character (NUL) in the experiment's name too
     experiment = session_experiment(merged)
     associate_types = ("human", *experiment.design.personas)  # the experiment's own personas
-    languages = [language for language in experiment.design.languages if language in ("zh_hans", "en")]
+    languages = [language for language in experiment.design.languages if language in LANGUAGES]
     checks = [
         ("associate_type", merged.get("associate_type") in associate_types,
          f"one of {', '.join(associate_types)} (human or a persona of experiments/{experiment.name}.toml)"),
@@ -483,7 +482,7 @@ def _inspect_server(config: dict, model_config, model, p: SessionParams, record:
             f"takes a grammar (llama.cpp, vLLM; docs/agents.md).")
     resolved = _record_grammar(config, model_config, inspection, p, record)
     default_concurrency = type(model_config).model_fields["concurrency"].default
-    demand = SessionDemand(num_participants, p.rounds_per_game, AGENT_LANGUAGE[p.language], p.associate_type,
+    demand = SessionDemand(num_participants, p.rounds_per_game, agent_language(p.language), p.associate_type,
                            agent_stage_seconds(p), games=tuple(game for game in protocol.GAMES if game in p.games),
                            message_max_chars=p.message_max_chars, experiment=experiment)
     # measured with the resolved model (its grammar), as the session's agents will call it

@@ -15,13 +15,15 @@ from lab.experimenter.dashboard import model_check_details
 from lab.base.session_game import frozen_experiment
 from lab.base.session_settings import params
 
-# An agent must never say it is a machine (SI Note 5); these betray it in either language.
+# An agent must never say it is a machine (SI Note 5); these betray it in English, Chinese or German.
 AI_REVEAL = re.compile(
     r"\b(AI|A\.I\.|artificial intelligence|language model|LLM|chatbot|assistant|GPT|bot)\b"
-    r"|人工智能|语言模型|聊天机器人|机器人|我是AI|作为AI|助手",
+    r"|人工智能|语言模型|聊天机器人|机器人|我是AI|作为AI|助手"
+    r"|\b(KI|künstliche[nrs]? Intelligenz|Sprachmodell\w*|Assistent\w*|Roboter)\b",
     re.IGNORECASE,
 )
-WORD = re.compile(r"[A-Za-z0-9'’-]+|[\u3400-\u9fff]{1,2}")  # Chinese: two characters ~ one word
+# Chinese: two characters ~ one word; a Latin word may have accented letters (German "Schöne" is one)
+WORD = re.compile(r"[A-Za-z0-9'’À-ÖØ-öø-ÿ-]+|[\u3400-\u9fff]{1,2}")
 
 
 def word_count(text: str) -> int:
@@ -95,7 +97,7 @@ def admin_report(subsession, tables: agents.GameTables) -> dict:
     limit = agents.budget_limit(session)
     spent = agents.session_spent(session)
     config = agents.model_config(session)
-    model_probe.TEST_TARGETS[session.code] = dict(config=config, language=agents.AGENT_LANGUAGE[p.language],
+    model_probe.TEST_TARGETS[session.code] = dict(config=config, language=agents.agent_language(p.language),
                                                   with_chat=tables.with_chat, experiment=frozen_experiment(session))
     settled = sorted((t for ts in turns_by_agent.values() for t in ts if t.status != agents.RUNNING),
                      key=lambda t: getattr(t, "finished_at") or 0)[-FALLBACK_WARNING_TURNS:]

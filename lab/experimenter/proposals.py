@@ -3,7 +3,7 @@
 The dashboard's agreement proxy (lab/experimenter/dashboard.py) needs, for each message, "does it propose
 option A?". A letter is not enough: "Let us both pick B, a safe deal" names B (the article "a"
 is not option A), "not A, B!" rejects A, "我选B，不合作" refuses to cooperate. The reading, in
-English and Chinese:
+English and Chinese, and in German (a language the lab ships; "nimm nicht B", "aber", "70 für jeden"):
 
 1. Markup-looking tags are dropped ("<b>" is not option B), full-width letters made plain.
 2. The message is cut into clauses at punctuation; after a "but" (但/不过/可是) the later part
@@ -81,19 +81,22 @@ def session_reading(session) -> ChatReading:
 
 _TAG = re.compile(r"</?[A-Za-z][^<>]{0,40}>")
 _CLAUSE_SPLIT = re.compile(r"[,.!?;:\n…~，。！？；：、～]+")
-_CONTRAST = re.compile(r"\bbut\b|\bhowever\b|但是|但|不过|可是|然而", re.IGNORECASE)
-_OR_WORD = re.compile(r"\bor\b|还是|或者|或", re.IGNORECASE)
+_CONTRAST = re.compile(r"\bbut\b|\bhowever\b|但是|但|不过|可是|然而|\baber\b|\bjedoch\b|\bsondern\b", re.IGNORECASE)
+_OR_WORD = re.compile(r"\bor\b|还是|或者|或|\boder\b", re.IGNORECASE)
 
 # Words after which an "A"/"a" is the option, not the article ("A for both", "go a then").
 _AFTER_OPTION = frozenset("""
     for is it it's its and or too again then this now please with both each every so all from we you i me us
     gives gets works would will pays because since if ok okay yeah yes sounds seems as instead only always
     tho though vs versus
+    für ist und oder auch nochmal dann jetzt bitte mit beide jeder wir ich du uns gibt bringt zahlt weil wenn ja
+    klingt statt nur immer
 """.split())
-_WORD_AFTER = re.compile(r"\s*([A-Za-z']+)")
+_ACCENTED = "À-ÖØ-öø-ÿ"  # Latin letters beyond A-Z (ä, ö, ü, ß, é, ...)
+_WORD_AFTER = re.compile(rf"\s*([A-Za-z{_ACCENTED}']+)")
 _NOT_OPTIONS = re.compile(r"\bplan\s+b\b|\bb/c\b", re.IGNORECASE)  # "plan B", "b/c" (because)
-_COOPERATE_WORDS = r"cooperat\w*|\bwin[- ]?win\b|合作|双赢|共赢"
-_BETRAY_WORDS = r"\bbetray\w*|\bdefect\w*|背叛|出卖"
+_COOPERATE_WORDS = r"cooperat\w*|\bwin[- ]?win\b|合作|双赢|共赢|kooperier\w*|zusammen ?arbeit\w*"
+_BETRAY_WORDS = r"\bbetray\w*|\bdefect\w*|背叛|出卖|\bverr[aä]t\w*|\bbetr[uü]g\w*|\bhintergeh\w*"
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,9 @@ def _patterns(reading: ChatReading) -> _Patterns:
     letters = "".join(sorted({label.upper() for label, _ in reading.labels if len(label) == 1 and label.isalpha()}))
     words = sorted({label for label, _ in reading.labels if not (len(label) == 1 and label.isalpha())}, key=len,
                    reverse=True)
-    letter_pattern = (re.compile(rf"(?<![A-Za-z0-9])([{letters}{letters.lower()}])(?:\s*[/&-]\s*|)([{letters}])?"
-                                 r"(?![A-Za-z0-9'’])") if letters else None)
+    # a letter inside a word is none (Latin letters with accents too: German "Büro" names no B)
+    letter_pattern = (re.compile(rf"(?<![A-Za-z0-9{_ACCENTED}])([{letters}{letters.lower()}])(?:\s*[/&-]\s*|)"
+                                 rf"([{letters}])?(?![A-Za-z0-9'’{_ACCENTED}])") if letters else None)
     word_pattern = (re.compile(r"(?<![\w])(" + "|".join(map(re.escape, words)) + r")(?![\w])", re.IGNORECASE)
                     if words else None)
     cooperate = betray = None
@@ -121,11 +125,13 @@ def _patterns(reading: ChatReading) -> _Patterns:
         mutual = re.escape(reading.mutual_points)
         cooperate = re.compile(
             _COOPERATE_WORDS + rf"|\b{mutual} each\b|\beach (?:get|take|make|earn)s? {mutual}\b"
-            rf"|\bboth (?:get|take|make|earn) {mutual}\b|各拿\s*{mutual}|都拿\s*{mutual}|各得\s*{mutual}|各\s*{mutual}",
+            rf"|\bboth (?:get|take|make|earn) {mutual}\b|各拿\s*{mutual}|都拿\s*{mutual}|各得\s*{mutual}|各\s*{mutual}"
+            rf"|\b{mutual} für jeden\b|\bjeder (?:kriegt|bekommt|hat) {mutual}\b|\bbeide {mutual}\b|\bje(?:weils)? {mutual}\b",
             re.IGNORECASE)
         betray = re.compile(_BETRAY_WORDS, re.IGNORECASE) if len(reading.choices) == 2 else None
     low = (r"|(?<!\d)(?:" + "|".join(map(re.escape, reading.low_points)) + r")(?!\d)") if reading.low_points else ""
-    weighs = re.compile(r"\bonly get\w*|\bworse\b|只有|只能|吃亏|太亏|亏了|亏大|损失" + low, re.IGNORECASE)
+    weighs = re.compile(r"\bonly get\w*|\bworse\b|只有|只能|吃亏|太亏|亏了|亏大|损失|\bschlechter\b|\bverlier\w*|\bverlust\w*"
+                        + low, re.IGNORECASE)
     return _Patterns(letter_pattern, word_pattern, by_label, cooperate, betray, weighs)
 
 
@@ -138,9 +144,15 @@ _EN_NOT_NEGATION = re.compile(
     r"|\bnot only\b", re.IGNORECASE)
 _ZH_NEGATION = re.compile(r"(?:不|别|没|莫|勿)[\u3400-\u9fff]{0,3}$")
 _ZH_NOT_NEGATION = re.compile(r"不管|不论|不如|要不|何不|为什么不|为啥不|不妨|不错|不过|无论")
+# German: the negation before the mention within 4 words ("nimm bloß nicht B"); one after it ("B nehme ich
+# nicht") is not read.
+_DE_NEGATION = re.compile(r"\b(?:nicht|nich|kein|keine|keinen|nie|niemals)\b((?:\s+[\w']+){0,4}?)\s*$", re.IGNORECASE)
+_DE_NOT_NEGATION = re.compile(r"\b(?:warum|wieso) nicht\b|\bnicht nur\b|\bkein problem\b|\bkeine sorge\b",
+                              re.IGNORECASE)
 # A clause that tells the past names a choice without proposing it (one that weighs a bad outcome:
 # ``_Patterns.weighs``).
-_PAST = re.compile(r"\blast (?:round|time)\b|上一轮|上轮|上次|上一局|上局", re.IGNORECASE)
+_PAST = re.compile(r"\blast (?:round|time)\b|上一轮|上轮|上次|上一局|上局|\bletzte[nmrs]? (?:runde|mal)\b"
+                   r"|\bvorige[nmrs]? runde\b", re.IGNORECASE)
 
 def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text or "").replace("🅰", "A").replace("🅱", "B")
@@ -162,9 +174,10 @@ def _letter_is_option(clause: str, start: int, end: int, letter: str) -> bool:
 
 
 def _negated(before: str) -> bool:
-    if _EN_NOT_NEGATION.search(before[-30:]) or _ZH_NOT_NEGATION.search(before[-6:]):
+    if (_EN_NOT_NEGATION.search(before[-30:]) or _ZH_NOT_NEGATION.search(before[-6:])
+            or _DE_NOT_NEGATION.search(before[-30:])):
         return False
-    return bool(_EN_NEGATION.search(before) or _ZH_NEGATION.search(before))
+    return bool(_EN_NEGATION.search(before) or _ZH_NEGATION.search(before) or _DE_NEGATION.search(before))
 
 
 def _mentions(clause: str, reading: ChatReading, patterns: _Patterns) -> list[tuple[str, bool]]:

@@ -114,7 +114,7 @@ def refusal_page(session, key: str, status: int, **params):
     body = i18n.text(language, key, **{k: html.escape(v) for k, v in params.items()})
     return HTMLResponse(
         f"""<!DOCTYPE html>
-<html lang="{i18n.HTML_LANG[language]}"><head><meta charset="utf-8">
+<html lang="{i18n.html_lang(language)}"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>
 <link href="/static/bootstrap5/css/bootstrap.min.css" rel="stylesheet"></head>
 <body><div class="container m-5" id="online-refused" data-reason="{key}"><h2>{title}</h2><p>{body}</p></div></body></html>""",

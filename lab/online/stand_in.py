@@ -105,7 +105,7 @@ def finish_alone(seat_player, partner, game: str) -> None:
 def stand_in_seat(tables, seat_player):
     """The stand-in's AgentSeat for the dropped participant in this game (created once)."""
     from agents.agent import PersonaAgent
-    from lab.agent_runtime.seats import AGENT_LANGUAGE, _agent_seed, model_config
+    from lab.agent_runtime.seats import _agent_seed, agent_language, model_config
 
     session = seat_player.session
     participant = seat_player.participant
@@ -118,7 +118,7 @@ def stand_in_seat(tables, seat_player):
     chosen = session.config.get("stand_in_persona", "fair")
     experiment = frozen_experiment(session)
     persona = imitating_persona(experiment) if chosen == STAND_IN_IMITATE else chosen
-    agent = PersonaAgent(participant.code, persona, model=None, language=AGENT_LANGUAGE[p.language],
+    agent = PersonaAgent(participant.code, persona, model=None, language=agent_language(p.language),
                          with_communication=tables.with_chat, seed=_agent_seed(session.code, tables.game, number),
                          memory=model_config(session).memory, message_max_chars=p.message_max_chars,
                          experiment=experiment)

@@ -106,7 +106,7 @@ def config_columns() -> dict:
         "experiment_sha256": _c("SHA-256 of that file's bytes when the server started"),
         "associate_type": SESSION_KEYS["associate_type"], "label_setting": SESSION_KEYS["label_setting"],
         "game_order": SESSION_KEYS["game_order"],
-        "language": _c("participants' language", enum=("zh_hans", "en")),
+        "language": _from_protocol(lambda v: _c("participants' language", enum=v["languages"])),
         "rounds_per_game": _c("rounds played in each game", "integer"),
         "message_max_chars": _c("longest chat message", "integer", "characters"),
         "participation_fee": _money("show-up fee"),

@@ -3,9 +3,11 @@
 oTree translates its own texts into one language per process, settings.LANGUAGE_CODE (here
 OTREE_LANGUAGE_CODE): its footer ("Powered by oTree"), the form error banner ("Please fix the
 errors."), the form fields' errors (WTForms), the wait pages' "Please wait", the room's pages,
-"Session is full.". This lab runs Chinese and English sessions on one server, so a participant of
+"Session is full.". This lab runs sessions of several languages on one server, so a participant of
 an English session on a Chinese server read those in Chinese. Here each request takes the
-language of the session it belongs to, and oTree's texts follow it. What this replaces:
+language of the session it belongs to, and oTree's texts follow it (oTree's catalogs, otree/locale,
+cover many languages, German among them; in a language without one they are English). What this
+replaces:
 
 - ``otree.i18n.gettext_lib`` (the gettext module as ``core_gettext`` and the ``|gettext`` filter
   use it), ``otree.currency.dngettext`` and ``otree.templating.nodes.gettext``: lookups in the
@@ -128,7 +130,7 @@ def _catalog(domain: str, language: str) -> gettext.NullTranslations:
     from otree.settings import get_locale_name
 
     return gettext.translation(domain, gettext.bindtextdomain(domain),
-                               languages=[get_locale_name(i18n.OTREE_LANGUAGE_CODES[language])], fallback=True)
+                               languages=[get_locale_name(i18n.otree_code(language))], fallback=True)
 
 
 def dgettext(domain: str, message: str) -> str:
@@ -156,11 +158,11 @@ def wtforms_locales(meta) -> list[str]:
     # oTree's own rule: the first two letters of the language (WTForms' "zh" is Simplified Chinese)
     from otree.settings import get_locale_name
 
-    return [get_locale_name(i18n.OTREE_LANGUAGE_CODES[current_language()])[:2]]
+    return [get_locale_name(i18n.otree_code(current_language()))[:2]]
 
 
 def html_lang() -> str:
-    return i18n.HTML_LANG[current_language()]
+    return i18n.html_lang(current_language())
 
 
 def lab_text(key: str) -> str:

@@ -96,7 +96,7 @@ def _refusal_page(room_name: str, label: str):
     retry = i18n.text(language, "room_enter_other_label")
     return HTMLResponse(
         f"""<!DOCTYPE html>
-<html lang="{i18n.HTML_LANG[language]}"><head><meta charset="utf-8">
+<html lang="{i18n.html_lang(language)}"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>
 <link href="/static/bootstrap5/css/bootstrap.min.css" rel="stylesheet"></head>
 <body><div class="container m-5" id="label-in-use"><h2>{title}</h2><p>{body}</p>
