@@ -101,11 +101,13 @@ def _paper_cooperation(design: Design) -> bool:
             and all(first.label.get(language, PAPER_LABELS[0]) == PAPER_LABELS[0] for language in design.languages))
 
 
-def text_keys(design: Design) -> dict[str, str]:
-    """The locale key of each slot the design shows: slot name -> TOML path."""
+def text_keys(design: Design, norm_bonus: float | None = None) -> dict[str, str]:
+    """The locale key of each slot the design shows: slot name -> TOML path. ``norm_bonus``: a
+    session's own bonus (its config may set another than the file's; 0 announces none)."""
     labels, games, exchanges = _paper_labels(design), len(design.games), chat_exchanges(design)
     without_chat = any(not game.chat_exchanges for game in design.games)
-    strangers, bonus = design.matching == "perfect_strangers", bool(design.payment.norm_bonus)
+    strangers = design.matching == "perfect_strangers"
+    bonus = bool(design.payment.norm_bonus if norm_bonus is None else norm_bonus)
 
     def slot(name: str, is_papers: bool, variant: str) -> str:
         return SLOT_KEYS[name] if is_papers else f"{VARIANTS}.{variant}"

@@ -3,7 +3,8 @@ from otree.api import Bot, expect
 import protocol
 from lab.base.session_settings import params
 from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, NormEstimates,
-               Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS, listed)
+               Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS, listed,
+               norm_intervals)
 
 
 class PlayerBot(Bot):
@@ -13,7 +14,9 @@ class PlayerBot(Bot):
         first_title = "Questionnaire 1" if params(self.session).language == "en" else "问卷 1"
         expect(first_title, "in", self.html)
         if listed(self.player, "norm_estimates"):
-            yield NormEstimates, {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
+            intervals = norm_intervals(self.player)
+            check_norm_page(self.html, intervals, params(self.session).norm_bonus, params(self.session).language)
+            yield NormEstimates, {"norm_estimate_WC": n % len(intervals), "norm_estimate_WoC": (n + 2) % len(intervals)}
         if listed(self.player, "perception"):
             yield Perception, {field: (n + i) % 7 - 3 for i, field in enumerate(PERCEPTION_FIELDS)}
         if listed(self.player, "communication_quality"):
@@ -33,6 +36,15 @@ class PlayerBot(Bot):
             expect(self.player.svo_category, protocol.svo_category(angle))
         if listed(self.player, "demographics"):
             yield Demographics, {"age": 20 + n % 5, "gender": "female" if n % 2 else "male", "major": "经济学"}
+
+
+def check_norm_page(page_html: str, intervals, norm_bonus: float, language: str) -> None:
+    """The norm estimate page offers the session's intervals, and announces a bonus only when it pays one
+    (the bonus sentence of the paper's text, here or in any text the page carries)."""
+    for lo, hi in intervals:
+        expect(f"{lo}–{hi}", "in", page_html)
+    expect(page_html.count('type="radio"'), 2 * len(intervals))
+    expect(("落在真实区间内" if language == "zh_hans" else "you receive a bonus") in page_html, bool(norm_bonus))
 
 
 def check_svo_layout(page_html: str, language: str) -> None:

@@ -4,7 +4,7 @@ The pages read a session's game from its experiment (lab/base/session_game.py: p
 cooperative choice), its treatment (the personas' codes, the label settings: whether they are
 informed and the words naming the associates), its matching (lab/base/matching.py), its chat
 game's message exchanges (one or two), its texts' slots (lab/shared_pages/pages.py) and its
-questionnaires (questionnaire/), and its agents' prompts come from it (agents/prompts.py: the
+questionnaires (questionnaire/: the norm estimates on its intervals, paid or not), and its agents' prompts come from it (agents/prompts.py: the
 personas' role-play files, the [agents] files). A design that differs from experiments/paper.toml
 only where the lab follows the session (the payoffs, the matching, the exchanges of a game with
 chat beside one without, the personas and which of them the treatments name, the labels, the
@@ -59,22 +59,16 @@ def not_runnable(experiment, paper) -> list[str]:
               and not (field == "choices" and _shown_as_papers(design["game"]["choices"], papers["game"]["choices"]))]
     found += [f"payment.{field} differs from the paper's" for field in sorted(PAYMENT_NOT_FOLLOWED)
               if design["payment"][field] != papers["payment"][field]]
-    if bool(design["payment"]["norm_bonus"]) != bool(papers["payment"]["norm_bonus"]):
-        found.append("payment.norm_bonus is off (the paper's texts announce a bonus)")
     return found
 
 
 def questionnaires_not_followed(questionnaires: dict, papers: dict) -> list[str]:
-    """The questionnaire app shows the pages a file lists, in the app's (the paper's) order; the
-    payment page pays the norm estimates, on the paper's intervals."""
+    """The questionnaire app shows the pages a file lists, in the app's (the paper's) order (the norm
+    estimates on the file's intervals, paid when it has a bonus)."""
     pages, paper_pages = list(questionnaires["pages"]), list(papers["pages"])
     found = []
     if pages != [page for page in paper_pages if page in pages]:
         found.append(f"questionnaires.pages: the lab shows them in the paper's order ({', '.join(paper_pages)})")
-    if "norm_estimates" not in pages:
-        found.append("questionnaires.pages: norm_estimates is left out (the payment page pays the norm estimates)")
-    if questionnaires["norm_intervals"] != papers["norm_intervals"]:
-        found.append("questionnaires.norm_intervals differ from the paper's")
     return found
 
 

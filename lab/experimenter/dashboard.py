@@ -33,7 +33,7 @@ from lab.online.exit import on_last_page
 from lab.record.page_times import page_times
 from lab.experimenter.proposals import proposed_choice, session_reading
 from lab.base.session_game import session_game
-from lab.base.session_settings import params
+from lab.base.session_settings import params, pays_norm_bonus
 
 # Past the longest stage limit plus this margin, a participant on a page counts as idle.
 IDLE_MARGIN_SECONDS = 15
@@ -309,7 +309,8 @@ def earnings(session, points: Counter, participants: list) -> dict:
     own_points = [points.get(pp.id, 0) for pp in present]
     money = [p.participation_fee + x * p.currency_per_point for x in own_points]
     so_far = len(present) * p.participation_fee + sum(own_points) * p.currency_per_point
-    bonuses = len(present) * len(protocol.GAMES) * p.norm_bonus
+    paid_estimates = len(protocol.GAMES) if pays_norm_bonus(session) else 0
+    bonuses = len(present) * paid_estimates * p.norm_bonus
     Payment = app_registry.player_model(PAYMENT_APP)
     settled = [payout for _, payout in _columns(Payment, session, Payment, Payment.payout)
                if payout is not None]
@@ -320,7 +321,7 @@ def earnings(session, points: Counter, participants: list) -> dict:
 
     return dict(
         participants=len(present), currency=p.currency, participation_fee=p.participation_fee,
-        currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus, norm_estimates=len(protocol.GAMES),
+        currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus, norm_estimates=paid_estimates,
         points=spread(own_points, 1), money=spread(money, 2), points_total=round(sum(own_points), 2),
         payout_so_far=round(so_far, 2), norm_bonuses_at_most=round(bonuses, 2),
         payout_at_most=round(so_far + bonuses, 2),

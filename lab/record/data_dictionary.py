@@ -76,7 +76,10 @@ def _norm_index(values: dict) -> tuple:
 
 
 def _norm_text(values: dict) -> str:
-    return ", ".join(f"{i} = {lo}-{hi} %" for i, (lo, hi) in enumerate(values["answer_scales"]["norm_intervals"]))
+    intervals = values["answer_scales"]["norm_intervals"]
+    if not intervals:
+        return "not asked in this experiment: always empty"
+    return ", ".join(f"{i} = {lo}-{hi} %" for i, (lo, hi) in enumerate(intervals))
 
 
 def _likert(text: str, note: str = "") -> Column:
