@@ -35,7 +35,7 @@ def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
     """Load the exports, analyse them and write the report folder. Returns the analysis.
     Online stand-in pair-rounds are left out unless ``include_stand_ins`` (analysis/stand_ins.py).
     Cooperation is choosing ``cooperative_choice`` (the sessions' experiment's); ``experiment``'s
-    own personas and label settings are its sessions' (None: the paper's only)."""
+    own personas, label settings and norm intervals are its sessions' (None: the paper's)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     exports = load_exports(export_dirs if isinstance(export_dirs, list) else [export_dirs], experiment)

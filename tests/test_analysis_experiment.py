@@ -84,3 +84,18 @@ def test_a_design_without_a_cooperative_choice_has_no_cooperation_rate(exports, 
     folder = with_manifests(exports, tmp_path / "none", [record(text, "hunt_without_cooperation")])
     assert cli_main([str(folder), "--out", str(tmp_path / "report")]) == 2
     assert "experiment hunt_without_cooperation names no cooperative choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("norm_intervals", [((0, 25), (25, 50), (50, 75), (75, 100)), ()], ids=["quarters", "none"])
+def test_the_norm_sections_follow_the_experiment_s_intervals_or_say_it_asks_none(exports, norm_intervals):
+    analysis = analyse(load_exports(exports), norm_intervals=norm_intervals)
+    sections = {section.key: section for section in analysis.sections if section.key.startswith("norms_")}
+    assert set(sections) == {"norms_perceptions", "norms_cooperation"}
+    notes = " ".join(note for section in sections.values() for note in section.notes)
+    assert "could not be computed" not in notes
+    if norm_intervals:
+        assert "3 = 75–100 %" in notes and "merged" not in notes
+        groups = set(sections["norms_cooperation"].tables["cooperation_by_norm"]["norm_group"])
+        assert groups <= {"0–25 %", "25–50 %", "50–75 %", "75–100 %"} and groups
+    else:
+        assert "asks no norm estimate" in notes and not sections["norms_cooperation"].tables
