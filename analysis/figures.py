@@ -185,7 +185,8 @@ def breach_glm(participants: pd.DataFrame, curve: pd.DataFrame) -> Figure:
     return figure
 
 
-def norms_perceptions(humans: pd.DataFrame, treatments: tuple[str, ...], norm_intervals=protocol.NORM_INTERVALS) -> Figure:
+def norms_perceptions(humans: pd.DataFrame, treatments: tuple[str, ...],
+                      norm_intervals=protocol.NORM_INTERVALS) -> Figure:
     """Fig. 4 / S20: norm estimates (A, Wilson 95 % CIs; on the experiment's intervals) and perception
     ratings (B) per treatment."""
     figure = plt.figure(figsize=(12, 8))

@@ -170,7 +170,7 @@ class AllFinished(MovesEveryoneOn, WaitPage):
 
     @property
     def body_text(self):
-        # Without a norm bonus nothing waits for the others' choices but the page itself.
+        # The paper's text says the norm-estimate bonuses are what it waits for: not so without one.
         return texts_for(self.player)["payment_waiting" if pays_norm_bonus(self.session) else "common_waiting_all"]
 
 
