@@ -4,11 +4,10 @@ The pages read a session's game from its experiment (lab/base/session_game.py: p
 cooperative choice), its treatment (the personas' codes, the label settings: whether they are
 informed and the words naming the associates), its matching (lab/base/matching.py), its chat
 game's message exchanges (one or two), its texts' slots (lab/shared_pages/pages.py) and its
-questionnaires (questionnaire/: the norm estimates on its intervals, paid or not), and its agents'
-prompts come from it (agents/prompts.py: the personas' role-play files, the [agents] files). A
-design that differs from experiments/paper.toml only where the lab follows the session (the
-payoffs, the matching, the exchanges of a game with chat beside one without, the personas and
-which of them the treatments name, the labels, the
+questionnaires (questionnaire/), and its agents' prompts come from it (agents/prompts.py: the
+personas' role-play files, the [agents] files). A design that differs from experiments/paper.toml
+only where the lab follows the session (the payoffs, the matching, the exchanges of a game with
+chat beside one without, the personas and which of them the treatments name, the labels, the
 agents' files, the agents' message length, the currency and the values a session config carries:
 rounds, limits, message length, money, the title, its config names, demo sizes), or runs a part of
 the paper's game orders, languages or questionnaires, runs; any other difference is named here,
