@@ -82,8 +82,8 @@ def test_no_bonus_is_announced_when_the_file_s_or_the_session_s_bonus_is_0(langu
 
     assert announces(_slot(PAPER, "welcome_terms", language)) and announces(_slot(PAPER, "norm_intro", language))
     for experiment, bonus in ((UNPAID, None), (PAPER, 0), (QUARTERED, 0)):  # the file's 0, or a session's 0
-        assert not announces(_slot(experiment, "welcome_terms", language))
-        intro = _slot(experiment, "norm_intro", language)
+        assert not announces(_slot(experiment, "welcome_terms", language, bonus))
+        intro = _slot(experiment, "norm_intro", language, bonus)
         assert not announces(intro) and "<b>A</b>" in intro
     assert not announces(_slot(RANDOM, "welcome_terms", language))
     assert "norm_intro" not in RANDOM.text_keys  # no norm estimate page
@@ -93,8 +93,11 @@ def test_no_bonus_is_announced_when_the_file_s_or_the_session_s_bonus_is_0(langu
 
 
 def _config(experiment, **extra) -> dict:
-    return dict(associate_type="human", label_setting="informed", game_order="WC-WoC", experiment=experiment.name,
-                experiment_sha256=experiment.text_sha256, rounds_per_game=ROUNDS, **extra)
+    """The experiment's H-H, label-informed, WC-first session config (its values: the file's bonus), with ``extra``."""
+    [config] = [config for config in experiment.session_configs()
+                if (config["associate_type"], config["label_setting"], config["game_order"])
+                == ("human", "informed", "WC-WoC")]
+    return {**config, "rounds_per_game": ROUNDS, **extra}
 
 
 def test_a_session_bonus_without_norm_estimates_is_refused_and_0_runs(monkeypatch):
