@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 import protocol
-from analysis import annotation, figures, models, stats, tidy
+from analysis import annotation, figures, models, norm_estimates, stats, tidy
 from analysis.comparisons import (AGENT_TREATMENTS, MANN_WHITNEY_COLUMNS, PAPER_LEADING_GROUPS, PERSONA_ORDER,
                                   TREATMENT_ORDER, Section, pairwise_mann_whitney, pairwise_proportions)
 from analysis.load import BREACH_CHECKS, MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports, Problem
@@ -36,22 +36,6 @@ PAPER_REFERENCES = {  # (informed, uninformed)
     "perception_glm": ("Table S13", "Table S7"),
     "believed_human": ("—", "Fig. S25"),
 }
-NORM_GROUP_LABELS = {0: "0–20 %", 1: "20–40 %", 2: "40–60 %", 3: "60–100 %"}
-
-
-def norm_groups(intervals) -> dict[int, str]:
-    """Norm estimate index -> its group in Fig. S2: the paper's intervals with 60–80 % and 80–100 % merged
-    (as the paper), an experiment's own intervals each a group of its own."""
-    if tuple(map(tuple, intervals)) == tuple(protocol.NORM_INTERVALS):
-        return {index: NORM_GROUP_LABELS[min(index, 3)] for index in range(len(intervals))}
-    return {index: f"{lo}–{hi} %" for index, (lo, hi) in enumerate(intervals)}
-
-
-def _norm_index_note(intervals) -> str:
-    return ", ".join(f"{index} = {lo}–{hi} %" for index, (lo, hi) in enumerate(intervals))
-
-
-NO_NORM_ESTIMATES = "The sessions' experiment asks no norm estimate (questionnaires.pages)."
 
 
 @dataclass
@@ -244,14 +228,9 @@ def norms_perceptions_section(participants: pd.DataFrame, label_setting: str,
                               norm_intervals=protocol.NORM_INTERVALS) -> Section:
     section = Section("norms_perceptions", "Norm estimates and perceptions of the associates", "",
                       label_setting)
-    if tuple(map(tuple, norm_intervals)) == tuple(protocol.NORM_INTERVALS):
-        section.notes.append("Norm estimate: the interval chosen for the other participants' cooperation in the "
-                             "WC game (index 0 = 0–20 % … 4 = 80–100 %); tests on the index.")
-    elif norm_intervals:
-        section.notes.append("Norm estimate: the interval chosen for the other participants' cooperation in the "
-                             f"WC game (index {_norm_index_note(norm_intervals)}); tests on the index.")
-    else:
-        section.notes.append(NO_NORM_ESTIMATES)
+    section.notes.append("Norm estimate: the interval chosen for the other participants' cooperation in the "
+                         f"WC game (index {norm_estimates.index_note(norm_intervals)}); tests on the index."
+                         if norm_intervals else norm_estimates.NONE_ASKED)
     humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
     treatments = _present(humans["treatment"], TREATMENT_ORDER)
     distribution = (humans.dropna(subset=["norm_estimate_WC"]).groupby(["treatment", "norm_estimate_WC"])
@@ -300,9 +279,9 @@ def norms_cooperation_section(participants: pd.DataFrame, label_setting: str,
                               norm_intervals=protocol.NORM_INTERVALS) -> Section:
     section = Section("norms_cooperation", "Norm estimates and cooperation", "", label_setting)
     if not norm_intervals:
-        section.notes.append(NO_NORM_ESTIMATES)
+        section.notes.append(norm_estimates.NONE_ASKED)
         return section
-    groups = norm_groups(norm_intervals)
+    groups = norm_estimates.groups(norm_intervals)
     merged = " (60–80 % and 80–100 % merged, as in the paper)" if len(set(groups.values())) < len(groups) else ""
     section.notes.append(f"Participants grouped by their norm estimate{merged}; within each group, WC cooperation "
                          "compared between treatments.")

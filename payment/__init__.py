@@ -22,8 +22,8 @@ from lab.online import exit as online_exit
 from lab.base.online_settings import is_online
 from lab.base.online_settings import page_waits_per_group, waits_per_group
 from lab.shared_pages.pages import TranslatedTimer, texts_for
-from lab.base.session_game import session_game
-from lab.base.session_settings import GAME_APPS, params, pays_norm_bonus
+from lab.base.session_game import pays_norm_bonus, session_game
+from lab.base.session_settings import GAME_APPS, params
 from lab.shared_pages.wait_for_all import MovesEveryoneOn
 
 doc = __doc__
@@ -171,7 +171,8 @@ class AllFinished(MovesEveryoneOn, WaitPage):
     @property
     def body_text(self):
         # The paper's text says the norm-estimate bonuses are what it waits for: not so without one.
-        return texts_for(self.player)["payment_waiting" if pays_norm_bonus(self.session) else "common_waiting_all"]
+        paid = pays_norm_bonus(self.session, params(self.session).norm_bonus)
+        return texts_for(self.player)["payment_waiting" if paid else "common_waiting_all"]
 
 
 class Payment(TranslatedTimer, Page):
@@ -203,7 +204,7 @@ class Payment(TranslatedTimer, Page):
             payout=f"{player.payout:.2f}",
             currency=i18n.currency_name(p.language, p.currency),
             online=is_online(player.session),
-            norm_bonus=pays_norm_bonus(player.session),  # else no estimate nor bonus is shown
+            norm_bonus=pays_norm_bonus(player.session, p.norm_bonus),  # else no estimate nor bonus is shown
         )
 
 

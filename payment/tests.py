@@ -3,8 +3,8 @@ from otree.api import Bot, expect
 import protocol
 from lab.agent_runtime import bots
 from lab.base import i18n
-from lab.base.session_game import session_game
-from lab.base.session_settings import params, pays_norm_bonus
+from lab.base.session_game import pays_norm_bonus, session_game
+from lab.base.session_settings import params
 
 
 class PlayerBot(Bot):
@@ -21,7 +21,7 @@ class PlayerBot(Bot):
         expect(f"{player.payout:.2f}", "in", self.html)
         table = self.html.split('id="payment-table"')[1].split("</table>")[0]
         for key in ("payment_bonus", "payment_norm_estimate"):  # an estimate's and the bonus's lines: when paid
-            expect(i18n.text(p.language, key, game_index=1) in table, pays_norm_bonus(self.session))
+            expect(i18n.text(p.language, key, game_index=1) in table, pays_norm_bonus(self.session, p.norm_bonus))
         if not session_game(self.session).norm_intervals:  # no norm estimate asked: none checked
             expect(any(player.field_maybe_none(f"norm_true_{game}") is not None for game in protocol.GAMES), False)
         bots.keep_page(player, "Payment", self.html)

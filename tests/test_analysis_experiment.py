@@ -86,16 +86,23 @@ def test_a_design_without_a_cooperative_choice_has_no_cooperation_rate(exports, 
     assert "experiment hunt_without_cooperation names no cooperative choice" in capsys.readouterr().err
 
 
+
+@pytest.fixture(scope="module")
+def participants(exports) -> pd.DataFrame:
+    return analyse(load_exports(exports)).participants
+
+
 @pytest.mark.parametrize("norm_intervals", [((0, 25), (25, 50), (50, 75), (75, 100)), ()], ids=["quarters", "none"])
-def test_the_norm_sections_follow_the_experiment_s_intervals_or_say_it_asks_none(exports, norm_intervals):
-    analysis = analyse(load_exports(exports), norm_intervals=norm_intervals)
-    sections = {section.key: section for section in analysis.sections if section.key.startswith("norms_")}
-    assert set(sections) == {"norms_perceptions", "norms_cooperation"}
-    notes = " ".join(note for section in sections.values() for note in section.notes)
-    assert "could not be computed" not in notes
+def test_the_norm_sections_follow_the_experiment_s_intervals_or_say_it_asks_none(participants, norm_intervals):
+    from analysis.results import norms_cooperation_section, norms_perceptions_section
+
+    estimates = norms_perceptions_section(participants, "informed", norm_intervals)
+    by_norm = norms_cooperation_section(participants, "informed", norm_intervals)
+    notes = " ".join(estimates.notes + by_norm.notes)
     if norm_intervals:
         assert "3 = 75–100 %" in notes and "merged" not in notes
-        groups = set(sections["norms_cooperation"].tables["cooperation_by_norm"]["norm_group"])
-        assert groups <= {"0–25 %", "25–50 %", "50–75 %", "75–100 %"} and groups
+        groups = set(by_norm.tables["cooperation_by_norm"]["norm_group"])
+        assert groups and groups <= {"0–25 %", "25–50 %", "50–75 %", "75–100 %"}
+        estimates.figures["fig4_norms_perceptions"]()  # drawn on the file's intervals
     else:
-        assert "asks no norm estimate" in notes and not sections["norms_cooperation"].tables
+        assert "asks no norm estimate" in notes and not by_norm.tables

@@ -109,6 +109,18 @@ def test_a_session_bonus_without_norm_estimates_is_refused_and_0_runs(monkeypatc
     assert validate(_config(PAPER, norm_bonus=0, rounds_per_game=10), 12).norm_bonus == 0  # a design too
 
 
+def test_a_session_bonus_turned_off_needs_its_language_s_texts_without_one(tmp_path):
+    from experiment_design.texts import session_bonus_problem
+
+    english = (i18n.LOCALE_DIR / "en.toml").read_text(encoding="utf-8")
+    (tmp_path / "en.toml").write_text(english.replace("welcome_terms_no_bonus", "welcome_terms_unpaid"),
+                                      encoding="utf-8")
+    assert session_bonus_problem(PAPER.design, 0, "en", i18n.LOCALE_DIR) is None
+    problem = session_bonus_problem(PAPER.design, 0, "en", tmp_path)
+    assert "locale/en.toml lacks the texts of a session without one (variants.welcome_terms_no_bonus)" in problem
+    assert session_bonus_problem(PAPER.design, 10, "en", tmp_path) is None  # the file's own: the check's
+
+
 def test_the_frozen_answer_scales_are_the_file_s_intervals_and_the_true_interval_is_read_on_them():
     assert protocol_values(PAPER)["answer_scales"]["norm_intervals"] == [list(b) for b in protocol.NORM_INTERVALS]
     assert protocol_values(QUARTERED)["answer_scales"]["norm_intervals"] == [[0, 25], [25, 50], [50, 75], [75, 100]]

@@ -152,6 +152,13 @@ def experiment_kept(session_code: str) -> bool:
     return session_code in _EXPERIMENTS
 
 
+def pays_norm_bonus(session, norm_bonus: float) -> bool:
+    """Whether the session pays a bonus for norm estimates: it asks them (its frozen intervals) and its
+    bonus (``norm_bonus``, its parameters') is not 0. The payment page shows the estimates and the
+    bonus only then."""
+    return bool(session_game(session).norm_intervals) and norm_bonus > 0
+
+
 def choice_labels(session, language: str) -> dict[str, str]:
     """The session's choices as its participants see them in ``language`` (its experiment's
     game.choices labels; a choice's id where the experiment gives no label in that language)."""

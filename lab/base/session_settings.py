@@ -224,14 +224,6 @@ def params(session) -> SessionParams:
 _PARAMS_BY_SESSION_ID: dict[int, SessionParams] = {}
 
 
-def pays_norm_bonus(session) -> bool:
-    """Whether the session pays a bonus for norm estimates: it asks them (its experiment's intervals,
-    as frozen) and its bonus is not 0. The payment page shows the estimates and the bonus only then."""
-    from lab.base.session_game import session_game
-
-    return bool(session_game(session).norm_intervals) and params(session).norm_bonus > 0
-
-
 def params_of(model) -> SessionParams:
     """``params(model.session)`` for a player, group or subsession, by its session's id: pages
     ask on every request, and loading the session row (its config and vars) is most of what that
@@ -292,15 +284,12 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         )
     if p.message_max_chars < 1:
         raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
-    if p.norm_bonus and "norm_estimates" not in experiment.design.questionnaires.pages:
-        raise SessionConfigError(f"Session config 'norm_bonus' is {p.norm_bonus:g}, and experiments/{experiment.name}"
-                                 ".toml asks no norm estimate, which it would pay: set it to 0.")
-    if (missing := _missing_bonus_texts(experiment, p)):
-        raise SessionConfigError(
-            f"Session config 'norm_bonus' is {p.norm_bonus:g}, and experiments/{experiment.name}.toml's is "
-            f"{experiment.design.payment.norm_bonus:g}: the pages would say {'no' if p.norm_bonus else 'a'} bonus "
-            f"with texts locale/{p.language}.toml lacks ({', '.join(missing)}). Write them, or keep the file's "
-            "bonus on or off.")
+    from experiment_design.texts import session_bonus_problem
+    from lab.base.i18n import LOCALE_DIR
+
+    if (problem := session_bonus_problem(experiment.design, p.norm_bonus, p.language, LOCALE_DIR)):
+        raise SessionConfigError(f"Session config 'norm_bonus' is {p.norm_bonus:g}, for experiments/"
+                                 f"{experiment.name}.toml: {problem}.")
     from lab.base.online_settings import config_is_online, dropout_problem, problem as online_problem
 
     if config_is_online(merged) and experiment.matching != matching.PERFECT_STRANGERS:
@@ -365,19 +354,6 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
             # no check, or a cloud provider: auto is off, and the session records it so
             _record_grammar(config, model_config, None, p, record)
     return p
-
-
-def _missing_bonus_texts(experiment, p: SessionParams) -> list[str]:
-    """The texts of a session whose norm bonus is on where its file's is off (or the other way round)
-    that its language's locale lacks: the experiment's check made sure of the file's own."""
-    from experiment_design.texts import flat_key
-    from lab.base.i18n import load_texts
-
-    keys = experiment.session_text_keys(p.norm_bonus)
-    if keys is experiment.text_keys:
-        return []
-    texts = load_texts(p.language)
-    return [key for key in keys.values() if flat_key(key) not in texts]
 
 
 def check_values(config: dict) -> None:

@@ -32,8 +32,8 @@ from lab.base.online_settings import is_online
 from lab.online.exit import on_last_page
 from lab.record.page_times import page_times
 from lab.experimenter.proposals import proposed_choice, session_reading
-from lab.base.session_game import session_game
-from lab.base.session_settings import params, pays_norm_bonus
+from lab.base.session_game import pays_norm_bonus, session_game
+from lab.base.session_settings import params
 
 # Past the longest stage limit plus this margin, a participant on a page counts as idle.
 IDLE_MARGIN_SECONDS = 15
@@ -309,7 +309,7 @@ def earnings(session, points: Counter, participants: list) -> dict:
     own_points = [points.get(pp.id, 0) for pp in present]
     money = [p.participation_fee + x * p.currency_per_point for x in own_points]
     so_far = len(present) * p.participation_fee + sum(own_points) * p.currency_per_point
-    paid_estimates = len(protocol.GAMES) if pays_norm_bonus(session) else 0
+    paid_estimates = len(protocol.GAMES) if pays_norm_bonus(session, p.norm_bonus) else 0
     bonuses = len(present) * paid_estimates * p.norm_bonus
     Payment = app_registry.player_model(PAYMENT_APP)
     settled = [payout for _, payout in _columns(Payment, session, Payment, Payment.payout)
