@@ -1,14 +1,16 @@
 """Random matching and the norm estimates as an experiment file states them: left out, on the file's
 own intervals, or without a bonus (then no page announces one). The texts, the create page's offer,
 a session's creation, the frozen answer scales, the data dictionary and the analysis, as units; and
-one bot session of the tests' own file (tests/data/experiments/random_no_bonus.toml: random pairs,
-no norm estimates, no bonus; LAB_TEST_EXPERIMENTS=1), on SQLite, whose pages, payment, dashboard,
-exports and data package are checked."""
+bot sessions (SQLite, LAB_TEST_EXPERIMENTS=1) of the tests' own files: random_no_bonus.toml (random
+pairs, no norm estimates, no bonus; English), its pages, payment, dashboard, exports and data package
+checked, and random_quarters.toml (the norm estimates on four intervals, 5 CNY each; Chinese), each
+estimate paid against the true interval of those four, recounted from the decisions."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +24,7 @@ from lab.base.session_settings import SessionConfigError, validate
 
 PAPER = load(EXPERIMENTS_DIR / "paper.toml")
 RANDOM = load(TEST_EXPERIMENTS_DIR / "random_no_bonus.toml")
+RANDOM_QUARTERS = load(TEST_EXPERIMENTS_DIR / "random_quarters.toml")
 ROUNDS = 2
 DATABASE = "sqlite:///db.sqlite3"  # the project copy's: what a page shows does not depend on the database
 QUARTERS = "norm_intervals = [[0, 25], [25, 50], [50, 75], [75, 100]]"
@@ -43,7 +46,7 @@ WITHOUT_NORMS = _variant("without_norms", ("norm_bonus = 10.0", "norm_bonus = 0"
                          ("norm_intervals = [[0, 20], [20, 40], [40, 60], [60, 80], [80, 100]]", ""))
 
 
-@pytest.mark.parametrize("experiment", [RANDOM, RANDOM_PAPER, UNPAID, QUARTERED, WITHOUT_NORMS],
+@pytest.mark.parametrize("experiment", [RANDOM, RANDOM_QUARTERS, RANDOM_PAPER, UNPAID, QUARTERED, WITHOUT_NORMS],
                          ids=lambda experiment: experiment.name)
 def test_random_matching_and_the_file_s_norm_estimates_run_and_pass_the_text_check(experiment, tmp_path):
     assert not_runnable(experiment, PAPER) == []
@@ -143,20 +146,27 @@ def test_the_data_dictionary_describes_the_session_s_norm_estimates():
     assert estimate.of_session(protocol_values(PAPER)) == estimate  # the paper's: as DATA.md says
 
 
+def _play(project_copy, config: str, language: str, folder: Path, pages: Path) -> str:
+    """A bot session of 4 of a tests' own file's config; its code. Kept in the project copy's database
+    (the dashboard reads it)."""
+    from tests.lab_server import run_bots
+
+    pages.mkdir()
+    result = run_bots(project_copy, config, 4, {"rounds_per_game": ROUNDS, "language": language},
+                      database_url=DATABASE, export_dir=folder, database="lab",
+                      extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
+    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+
+
 @pytest.mark.server
 def test_a_random_session_without_norm_estimates_pays_and_announces_no_bonus(project_copy, tmp_path):
-    from tests.lab_server import PYTHON, lab_env, run_bots
+    from tests.lab_server import PYTHON, lab_env
     from tests.processes import run
     from tests.test_dashboard_recount import DASHBOARDS, _csv, check_earnings
     from tests.test_data_package import _validate
 
     folder, pages = tmp_path / "export", tmp_path / "pages"
-    pages.mkdir()
-    environment = {"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)}
-    result = run_bots(project_copy, "test_random_hh_informed_wc_first", 4,
-                      {"rounds_per_game": ROUNDS, "language": "en"}, database_url=DATABASE, export_dir=folder,
-                      extra_env=environment, database="lab")  # kept in the project's database: the dashboard reads it
-    code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    code = _play(project_copy, "test_random_hh_informed_wc_first", "en", folder, pages)
 
     # Every participant passed a quiz whose same-associate answer is yes (the bots answer the key).
     quiz = _csv(folder, "custom_export", code, app="instructions")
@@ -203,3 +213,34 @@ def test_a_random_session_without_norm_estimates_pays_and_announces_no_bonus(pro
     sections = analyse(load_exports(folder), norm_intervals=()).sections
     notes = " ".join(note for section in sections for note in section.notes)
     assert "asks no norm estimate" in notes and "could not be computed" not in notes
+
+
+@pytest.mark.server
+def test_norm_estimates_on_the_file_s_intervals_are_paid_against_the_true_one_of_them(project_copy, tmp_path):
+    from tests.test_dashboard_recount import _csv
+
+    folder, pages = tmp_path / "export", tmp_path / "pages"
+    code = _play(project_copy, "test_quarters_hh_informed_wc_first", "zh_hans", folder, pages)
+    quarters = RANDOM_QUARTERS.design.questionnaires.norm_intervals
+    decisions = _csv(folder, "custom_export_decisions", code)
+    participants = _csv(folder, "custom_export", code)
+    assert len(participants) == 4
+    for row in participants:
+        correct = 0
+        for game in protocol.GAMES:
+            others = [d for d in decisions if d["game"] == game and d["player_code"] != row["participant_code"]]
+            rate = 100 * sum(d["choice"] == "A" for d in others) / len(others)
+            true = protocol.norm_interval_index(rate, quarters)
+            assert int(row[f"norm_true_{game}"]) == true, (row, game, rate)
+            assert int(row[f"norm_estimate_{game}"]) in range(4)
+            assert (row[f"norm_correct_{game}"] == "True") == (int(row[f"norm_estimate_{game}"]) == true)
+            correct += row[f"norm_correct_{game}"] == "True"
+        points = sum(int(row[f"points_{game}"]) for game in protocol.GAMES)
+        assert float(row["payout"]) == pytest.approx(protocol.SHOW_UP_FEE + protocol.CURRENCY_PER_POINT * points
+                                                     + 5.0 * correct)
+    manifest = json.loads((folder / f"manifest_{code}.json").read_text(encoding="utf-8"))
+    assert manifest["answer_scales"]["norm_intervals"] == [[0, 25], [25, 50], [50, 75], [75, 100]]
+    # Each payment page shows the estimates' lines and the bonus (the bots check the amounts).
+    payment_pages = [path.read_text(encoding="utf-8").split('<div class="card debug-info">')[0]
+                     for path in pages.glob(f"{code}_*_Payment_1.html")]
+    assert len(payment_pages) == 4 and all("对游戏 2 的估计" in page and "奖金" in page for page in payment_pages)
