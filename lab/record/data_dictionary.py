@@ -286,7 +286,8 @@ MANIFEST_KEYS = {
                     "session ran with, its experiment's (the pages computed its points from this record)",
     "choices": "the choices, `[\"A\", \"B\"]`",
     "cooperative_choice": "the choice counted as cooperation (the paper: `A`); empty: the game names none",
-    "answer_scales": "the questionnaires' scales: `norm_intervals` (Q1, percent), `likert` (Q2-Q4, lowest and highest), "
+    "answer_scales": "the questionnaires' scales: `norm_intervals` (Q1, percent: the experiment's; `[]` when it asks no "
+                     "norm estimate), `likert` (Q2-Q4, lowest and highest), "
                      "`llm_familiarity_levels` (Q5), `svo_steps` (Q6); the data package's allowed values come from "
                      "these, `payoff_table` and `choices`",
     "payment": "`participation_fee`, `currency_per_point`, `norm_bonus`, `currency`",
