@@ -134,12 +134,13 @@ def svo_category(angle: float) -> str:
     return "competitive"
 
 
-def norm_interval_index(rate_percent: float) -> int:
-    """Index into NORM_INTERVALS of a cooperation rate in percent (100 belongs to the last)."""
-    for i, (lo, hi) in enumerate(NORM_INTERVALS):
+def norm_interval_index(rate_percent: float, intervals=NORM_INTERVALS) -> int:
+    """Index into ``intervals`` (the paper's NORM_INTERVALS, or an experiment's) of a cooperation rate
+    in percent (100 belongs to the last)."""
+    for i, (lo, hi) in enumerate(intervals):
         if lo <= rate_percent < hi:
             return i
-    return len(NORM_INTERVALS) - 1
+    return len(intervals) - 1
 
 
 def payout(points_total: float, correct_norm_estimates: int, *, show_up_fee: float = SHOW_UP_FEE,

@@ -185,11 +185,13 @@ def breach_glm(participants: pd.DataFrame, curve: pd.DataFrame) -> Figure:
     return figure
 
 
-def norms_perceptions(humans: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
-    """Fig. 4 / S20: norm estimates (A, Wilson 95 % CIs) and perception ratings (B) per treatment."""
+def norms_perceptions(humans: pd.DataFrame, treatments: tuple[str, ...],
+                      norm_intervals=protocol.NORM_INTERVALS) -> Figure:
+    """Fig. 4 / S20: norm estimates (A, Wilson 95 % CIs; on the experiment's intervals) and perception
+    ratings (B) per treatment."""
     figure = plt.figure(figsize=(12, 8))
     grid = figure.add_gridspec(2, max(len(treatments), 1), height_ratios=[1, 1.15])
-    labels = [f"{lo}–{hi}" for lo, hi in protocol.NORM_INTERVALS]
+    labels = [f"{lo}–{hi}" for lo, hi in norm_intervals]
     for column, treatment in enumerate(treatments):
         axis = figure.add_subplot(grid[0, column])
         estimates = humans.loc[humans["treatment"] == treatment, "norm_estimate_WC"].dropna().astype(int)
@@ -267,7 +269,8 @@ def norms_cooperation(cooperation_by_norm: pd.DataFrame) -> Figure:
     group and treatment, n above each bar (in red under FEW); an empty treatment × group is drawn
     as missing."""
     figure, axis = plt.subplots(figsize=(9, 4.6))
-    groups = list(dict.fromkeys(cooperation_by_norm.sort_values("norm_group")["norm_group"]))
+    # In the intervals' order ("5–10 %" before "10–20 %"): by a group's lower bound.
+    groups = sorted(set(cooperation_by_norm["norm_group"]), key=lambda group: float(group.split("–")[0]))
     treatments = [t for t in TREATMENT_COLOURS if t in set(cooperation_by_norm["treatment"])]
     width = 0.8 / max(len(treatments), 1)
     for index, treatment in enumerate(treatments):

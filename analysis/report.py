@@ -35,20 +35,23 @@ def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
     """Load the exports, analyse them and write the report folder. Returns the analysis.
     Online stand-in pair-rounds are left out unless ``include_stand_ins`` (analysis/stand_ins.py).
     Cooperation is choosing ``cooperative_choice`` (the sessions' experiment's); ``experiment``'s
-    own personas and label settings are its sessions' (None: the paper's only)."""
+    own personas, label settings and norm intervals are its sessions' (None: the paper's)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     exports = load_exports(export_dirs if isinstance(export_dirs, list) else [export_dirs], experiment)
     exports, _ = stand_ins.apply(exports, include=include_stand_ins)
-    return write_report(exports, out, glm_degree=glm_degree, cooperative_choice=cooperative_choice)
+    norm_intervals = protocol.NORM_INTERVALS if experiment is None else (
+        experiment.design.questionnaires.norm_intervals or ())
+    return write_report(exports, out, glm_degree=glm_degree, cooperative_choice=cooperative_choice,
+                        norm_intervals=norm_intervals)
 
 
 def write_report(exports: Exports, out: Path, *, glm_degree: dict[str, int] | int | None = None,
-                 cooperative_choice: str = protocol.COOPERATE) -> Analysis:
+                 cooperative_choice: str = protocol.COOPERATE, norm_intervals=protocol.NORM_INTERVALS) -> Analysis:
     out.mkdir(parents=True, exist_ok=True)
     template_path = out / TEMPLATE_NAME
     analysis = analyse(exports, template_path=template_path, glm_degree=glm_degree,
-                       cooperative_choice=cooperative_choice)
+                       cooperative_choice=cooperative_choice, norm_intervals=norm_intervals)
     annotation.write_template(analysis.conversations, template_path, known=analysis.annotation_key)
     key = annotation.read_key(out / annotation.KEY_NAME)
     breaches = annotation.breach_template(analysis.conversations, key, exports.llm_calls)

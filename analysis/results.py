@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 import protocol
-from analysis import annotation, figures, models, stats, tidy
+from analysis import annotation, figures, models, norm_estimates, stats, tidy
 from analysis.comparisons import (AGENT_TREATMENTS, MANN_WHITNEY_COLUMNS, PAPER_LEADING_GROUPS, PERSONA_ORDER,
                                   TREATMENT_ORDER, Section, pairwise_mann_whitney, pairwise_proportions)
 from analysis.load import BREACH_CHECKS, MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports, Problem
@@ -36,7 +36,6 @@ PAPER_REFERENCES = {  # (informed, uninformed)
     "perception_glm": ("Table S13", "Table S7"),
     "believed_human": ("—", "Fig. S25"),
 }
-NORM_GROUP_LABELS = {0: "0–20 %", 1: "20–40 %", 2: "40–60 %", 3: "60–100 %"}
 
 
 @dataclass
@@ -225,11 +224,13 @@ def breach_glm_section(participants: pd.DataFrame, label_setting: str, degree: i
     return section
 
 
-def norms_perceptions_section(participants: pd.DataFrame, label_setting: str) -> Section:
+def norms_perceptions_section(participants: pd.DataFrame, label_setting: str,
+                              norm_intervals=protocol.NORM_INTERVALS) -> Section:
     section = Section("norms_perceptions", "Norm estimates and perceptions of the associates", "",
                       label_setting)
     section.notes.append("Norm estimate: the interval chosen for the other participants' cooperation in the "
-                         "WC game (index 0 = 0–20 % … 4 = 80–100 %); tests on the index.")
+                         f"WC game (index {norm_estimates.index_note(norm_intervals)}); tests on the index."
+                         if norm_intervals else norm_estimates.NONE_ASKED)
     humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
     treatments = _present(humans["treatment"], TREATMENT_ORDER)
     distribution = (humans.dropna(subset=["norm_estimate_WC"]).groupby(["treatment", "norm_estimate_WC"])
@@ -241,7 +242,8 @@ def norms_perceptions_section(participants: pd.DataFrame, label_setting: str) ->
     section.tables["perception_pairwise"] = _items_pairwise(humans, PERCEPTION_COLUMNS, "perception_", treatments,
                                                             leading)
     if humans[["norm_estimate_WC", *PERCEPTION_COLUMNS]].notna().any().any():
-        section.figures["fig4_norms_perceptions"] = partial(figures.norms_perceptions, humans, treatments)
+        section.figures["fig4_norms_perceptions"] = partial(figures.norms_perceptions, humans, treatments,
+                                                            norm_intervals)
     else:
         section.notes.append("No questionnaire answers (participants table) for this label setting.")
     return section
@@ -273,16 +275,22 @@ def seven_c_section(participants: pd.DataFrame, label_setting: str) -> Section:
     return section
 
 
-def norms_cooperation_section(participants: pd.DataFrame, label_setting: str) -> Section:
+def norms_cooperation_section(participants: pd.DataFrame, label_setting: str,
+                              norm_intervals=protocol.NORM_INTERVALS) -> Section:
     section = Section("norms_cooperation", "Norm estimates and cooperation", "", label_setting)
-    section.notes.append("Participants grouped by their norm estimate (60–80 % and 80–100 % merged, as in the "
-                         "paper); within each group, WC cooperation compared between treatments.")
+    if not norm_intervals:
+        section.notes.append(norm_estimates.NONE_ASKED)
+        return section
+    groups = norm_estimates.groups(norm_intervals)
+    merged = " (60–80 % and 80–100 % merged, as in the paper)" if len(set(groups.values())) < len(groups) else ""
+    section.notes.append(f"Participants grouped by their norm estimate{merged}; within each group, WC cooperation "
+                         "compared between treatments.")
     humans = participants[participants["treatment"].isin(TREATMENT_ORDER)].dropna(
         subset=["norm_estimate_WC", "cooperation_rate_WC"]).copy()
     if humans.empty:
         section.notes.append("No participant with both a norm estimate and WC decisions.")
         return section
-    humans["norm_group"] = humans["norm_estimate_WC"].clip(upper=3).astype(int).map(NORM_GROUP_LABELS)
+    humans["norm_group"] = humans["norm_estimate_WC"].astype(int).map(groups)
     by_norm = (humans.groupby(["norm_group", "treatment"])["cooperation_rate_WC"]
                .agg(participants="size", mean="mean", sd="std").reset_index())
     intervals = [stats.rate_interval(humans.loc[(humans["norm_group"] == g) & (humans["treatment"] == t),
@@ -293,7 +301,7 @@ def norms_cooperation_section(participants: pd.DataFrame, label_setting: str) ->
     section.tables["cooperation_by_norm"] = by_norm
     section.notes.append(RATE_INTERVAL_NOTE)
     parts = []
-    for group in NORM_GROUP_LABELS.values():
+    for group in dict.fromkeys(groups.values()):
         subset = humans[humans["norm_group"] == group]
         table = pairwise_mann_whitney(subset, "cooperation_rate_WC", "treatment",
                                       _present(subset["treatment"], TREATMENT_ORDER), [], group,
@@ -422,9 +430,10 @@ def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Se
 # --- Everything --------------------------------------------------------------------------------
 def analyse(exports: Exports, *, template_path: Path | None = None,
             glm_degree: dict[str, int] | int | None = None,
-            cooperative_choice: str = protocol.COOPERATE) -> Analysis:
+            cooperative_choice: str = protocol.COOPERATE, norm_intervals=protocol.NORM_INTERVALS) -> Analysis:
     """Compute every table and figure of the report from loaded exports; cooperation is choosing
-    ``cooperative_choice`` (the sessions' experiment's)."""
+    ``cooperative_choice``, the norm estimates are indices into ``norm_intervals`` (empty: none asked)
+    (the sessions' experiment's)."""
     degrees = dict(PAPER_GLM_DEGREE)
     if isinstance(glm_degree, int):
         degrees = {setting: glm_degree for setting in degrees}
@@ -463,9 +472,9 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
                 conversations[conversations["label_setting"] == label_setting],
                 sides[sides["label_setting"] == label_setting], label_setting, template_path)),
             ("breach_glm", lambda: breach_glm_section(people, label_setting, degrees.get(label_setting, 3))),
-            ("norms_perceptions", lambda: norms_perceptions_section(people, label_setting)),
+            ("norms_perceptions", lambda: norms_perceptions_section(people, label_setting, norm_intervals)),
             ("seven_c", lambda: seven_c_section(people, label_setting)),
-            ("norms_cooperation", lambda: norms_cooperation_section(people, label_setting)),
+            ("norms_cooperation", lambda: norms_cooperation_section(people, label_setting, norm_intervals)),
             ("motives", lambda: motives_section(motives, conversations, label_setting)),
             ("perception_glm", lambda: perception_glm_section(people, label_setting)),
         ]

@@ -200,6 +200,12 @@ class Experiment:
         """Slot -> the locale key (TOML path) of the text the design shows there (texts.py)."""
         return texts.text_keys(self.design)
 
+    def session_text_keys(self, norm_bonus: float) -> Mapping[str, str]:
+        """``text_keys`` of a session whose norm bonus is ``norm_bonus`` (its config's: 0 announces none)."""
+        if bool(norm_bonus) == bool(self.design.payment.norm_bonus):
+            return self.text_keys
+        return texts.text_keys(self.design, norm_bonus)
+
     def text_key(self, slot: str) -> str:
         """The locale key as the apps look it up (flattened): ``text_key("rules_body")``."""
         return texts.flat_key(self.text_keys[slot])

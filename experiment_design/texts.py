@@ -102,11 +102,13 @@ def _paper_cooperation(design: Design) -> bool:
             and all(first.label.get(language, PAPER_LABELS[0]) == PAPER_LABELS[0] for language in design.languages))
 
 
-def text_keys(design: Design) -> dict[str, str]:
-    """The locale key of each slot the design shows: slot name -> TOML path."""
+def text_keys(design: Design, norm_bonus: float | None = None) -> dict[str, str]:
+    """The locale key of each slot the design shows: slot name -> TOML path. ``norm_bonus``: a
+    session's own bonus (its config may set another than the file's; 0 announces none)."""
     labels, games, exchanges = _paper_labels(design), len(design.games), chat_exchanges(design)
     without_chat = any(not game.chat_exchanges for game in design.games)
-    strangers, bonus = design.matching == "perfect_strangers", bool(design.payment.norm_bonus)
+    strangers = design.matching == "perfect_strangers"
+    bonus = bool(design.payment.norm_bonus if norm_bonus is None else norm_bonus)
 
     def slot(name: str, is_papers: bool, variant: str) -> str:
         return SLOT_KEYS[name] if is_papers else f"{VARIANTS}.{variant}"
@@ -135,6 +137,23 @@ def text_keys(design: Design) -> dict[str, str]:
             keys[f"norm_game_{game.game_id}"] = slot(f"norm_game_{game.game_id}", cooperation,
                                                      f"norm_game_{game.game_id}")
     return keys
+
+
+def session_bonus_problem(design: Design, norm_bonus: float, language: str, locale_dir: Path) -> str | None:
+    """Why a session of ``design`` cannot run with its config's ``norm_bonus``: a bonus without the norm
+    estimates page, or a bonus turned on or off (0) where the file's is not, whose texts its language's
+    locale lacks (the check made sure of the file's own); None: it can."""
+    if norm_bonus and "norm_estimates" not in design.questionnaires.pages:
+        return "the file asks no norm estimate, which it would pay: set it to 0"
+    if bool(norm_bonus) == bool(design.payment.norm_bonus):
+        return None
+    texts = read_locale(locale_dir / f"{language}.toml")
+    missing = [key for key in text_keys(design, norm_bonus).values() if key not in texts]
+    if missing:
+        return (f"its bonus is {design.payment.norm_bonus:g}, and locale/{language}.toml lacks the texts of a "
+                f"session {'with' if norm_bonus else 'without'} one ({', '.join(missing)}): write them, or keep "
+                "the file's bonus on or off")
+    return None
 
 
 def _starts(key: str, prefixes) -> bool:

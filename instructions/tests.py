@@ -13,6 +13,9 @@ from . import C, Quiz, QuizAttempt, Rules, Welcome, quiz_answer_key
 class PlayerBot(Bot):
     def play_round(self):
         bots.keep_page(self.player, "Welcome", self.html)
+        # The terms announce a bonus in a questionnaire only when the session pays one.
+        announced = "您还可以在问卷中获得奖金" if params(self.session).language == "zh_hans" else "bonuses in a questionnaire"
+        expect(announced in self.html, params(self.session).norm_bonus > 0)
         yield Welcome
         for own_points, other_points in session_game(self.session).payoffs.values():  # the session's game
             expect(f"{own_points}, {other_points}", "in", self.html)

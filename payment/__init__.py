@@ -1,6 +1,7 @@
 """The payment page: show-up fee + rate x points of the games played + a bonus per norm estimate in
-the true interval (docs/protocol.md, Payment). It waits for everyone, because the true
-cooperation rate of the *other* participants is known only when all have played.
+the true interval (docs/protocol.md, Payment; an experiment may ask no norm estimates, on its own
+intervals, or pay no bonus for them). It waits for everyone, because the true cooperation rate of
+the *other* participants is known only when all have played.
 
 oTree's own payments page shows the same total: game points are the players' payoffs, the
 bonus is added here as points at the session's exchange rate.
@@ -21,7 +22,7 @@ from lab.online import exit as online_exit
 from lab.base.online_settings import is_online
 from lab.base.online_settings import page_waits_per_group, waits_per_group
 from lab.shared_pages.pages import TranslatedTimer, texts_for
-from lab.base.session_game import session_game
+from lab.base.session_game import pays_norm_bonus, session_game
 from lab.base.session_settings import GAME_APPS, params
 from lab.shared_pages.wait_for_all import MovesEveryoneOn
 
@@ -134,15 +135,16 @@ def settle_payments(subsession: Subsession = None, group: Group = None):
     for player in players:
         tally_games(player)
     p = params(subsession.session)
+    intervals = session_game(subsession.session).norm_intervals  # empty: no norm estimate asked
     for player in players:
         correct = 0
-        for game in p.games:
+        for game in p.games if intervals else ():
             others = [o for o in players if o.id != player.id]
             decisions = sum(getattr(o, f"decisions_{game}") for o in others)
             if not decisions:
                 continue  # nobody else played: the estimate cannot be checked
             rate = 100.0 * sum(getattr(o, f"cooperations_{game}") for o in others) / decisions
-            true_interval = protocol.norm_interval_index(rate)
+            true_interval = protocol.norm_interval_index(rate, intervals)
             is_correct = norm_estimate(player, game) == true_interval
             setattr(player, f"norm_true_{game}", true_interval)
             setattr(player, f"norm_correct_{game}", is_correct)
@@ -168,7 +170,9 @@ class AllFinished(MovesEveryoneOn, WaitPage):
 
     @property
     def body_text(self):
-        return texts_for(self.player)["payment_waiting"]
+        # The paper's text says the norm-estimate bonuses are what it waits for: not so without one.
+        paid = pays_norm_bonus(self.session, params(self.session).norm_bonus)
+        return texts_for(self.player)["payment_waiting" if paid else "common_waiting_all"]
 
 
 class Payment(TranslatedTimer, Page):
@@ -200,6 +204,7 @@ class Payment(TranslatedTimer, Page):
             payout=f"{player.payout:.2f}",
             currency=i18n.currency_name(p.language, p.currency),
             online=is_online(player.session),
+            norm_bonus=pays_norm_bonus(player.session, p.norm_bonus),  # else no estimate nor bonus is shown
         )
 
 

@@ -12,7 +12,7 @@ from otree.api import BaseConstants, BaseGroup, BasePlayer, BaseSubsession, Page
 import protocol
 from lab import app_start
 from lab.shared_pages.pages import TranslatedTimer, texts_for
-from lab.base.session_game import experiment_of, frozen_experiment
+from lab.base.session_game import experiment_of, frozen_experiment, session_game
 from lab.base.session_settings import params, session_code_of
 from lab.base.text import clean_text
 
@@ -61,6 +61,19 @@ class Player(BasePlayer):
 
 
 NORM_FIELDS = [f"norm_estimate_{game}" for game in protocol.GAMES]
+
+
+def norm_intervals(player) -> tuple:
+    """The session's norm estimate intervals (its experiment's, as frozen at creation)."""
+    return session_game(player.session).norm_intervals
+
+
+# oTree accepts an estimate's index only within the session's intervals: {field}_max.
+def norm_estimate_WC_max(player):
+    return len(norm_intervals(player)) - 1
+
+
+norm_estimate_WoC_max = norm_estimate_WC_max
 PERCEPTION_FIELDS = [f"perception_{item}" for item in protocol.PERCEPTION_ITEMS]
 SEVEN_C_FIELDS = [f"c7_{item}" for item in protocol.SEVEN_C_ITEMS]
 SVO_FIELDS = [f"svo_item_{number}" for number in range(1, len(protocol.SVO_ITEMS) + 1)]
@@ -125,7 +138,7 @@ class NormEstimates(QuestionnairePage):
         variables["questions"] = [
             dict(name=f"norm_estimate_{game}", text=t[f"questionnaire_norm_game_{game}"],
                  options=[(i, t["questionnaire_interval"].format(lo=lo, hi=hi))
-                          for i, (lo, hi) in enumerate(protocol.NORM_INTERVALS)])
+                          for i, (lo, hi) in enumerate(norm_intervals(player))])
             for game in norm_games(player)
         ]
         return variables

@@ -8,7 +8,7 @@ from lab.base.session_settings import params
 from lab.shared_pages.pages import texts_for
 from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, NormEstimates,
                Perception, SocialValueOrientation, PERCEPTION_FIELDS, SEVEN_C_FIELDS, SVO_FIELDS, norm_games,
-               session_page_sequence)
+               norm_intervals, session_page_sequence)
 
 
 class PlayerBot(Bot):
@@ -26,7 +26,9 @@ class PlayerBot(Bot):
     def answer(self, page):
         n = self.participant.id_in_session
         if page is NormEstimates:
-            answers = {"norm_estimate_WC": n % 5, "norm_estimate_WoC": (n + 2) % 5}
+            intervals = norm_intervals(self.player)
+            check_norm_page(self.html, intervals, params(self.session).norm_bonus, params(self.session).language)
+            answers = {"norm_estimate_WC": n % len(intervals), "norm_estimate_WoC": (n + 2) % len(intervals)}
             yield NormEstimates, {f"norm_estimate_{game}": answers[f"norm_estimate_{game}"]
                                   for game in norm_games(self.player)}
         elif page is Perception:
@@ -54,6 +56,15 @@ class PlayerBot(Bot):
 
 # Where the SVO intro says the slider's labels are, in the languages the lab ships (another's: not checked).
 SLIDER_ABOVE = {"zh_hans": "上方", "en": "above the slider", "de": "über dem Schieberegler"}
+
+
+def check_norm_page(page_html: str, intervals, norm_bonus: float, language: str) -> None:
+    """The norm estimate page offers the session's intervals, and announces a bonus only when it pays one
+    (the bonus sentence of the paper's text, here or in any text the page carries)."""
+    for lo, hi in intervals:
+        expect(f"{lo}–{hi}", "in", page_html)
+    expect(page_html.count('type="radio"'), 2 * len(intervals))
+    expect(("落在真实区间内" if language == "zh_hans" else "you receive a bonus") in page_html, bool(norm_bonus))
 
 
 def check_svo_layout(page_html: str, language: str) -> None:

@@ -84,3 +84,25 @@ def test_a_design_without_a_cooperative_choice_has_no_cooperation_rate(exports, 
     folder = with_manifests(exports, tmp_path / "none", [record(text, "hunt_without_cooperation")])
     assert cli_main([str(folder), "--out", str(tmp_path / "report")]) == 2
     assert "experiment hunt_without_cooperation names no cooperative choice" in capsys.readouterr().err
+
+
+
+@pytest.fixture(scope="module")
+def participants(exports) -> pd.DataFrame:
+    return analyse(load_exports(exports)).participants
+
+
+@pytest.mark.parametrize("norm_intervals", [((0, 25), (25, 50), (50, 75), (75, 100)), ()], ids=["quarters", "none"])
+def test_the_norm_sections_follow_the_experiment_s_intervals_or_say_it_asks_none(participants, norm_intervals):
+    from analysis.results import norms_cooperation_section, norms_perceptions_section
+
+    estimates = norms_perceptions_section(participants, "informed", norm_intervals)
+    by_norm = norms_cooperation_section(participants, "informed", norm_intervals)
+    notes = " ".join(estimates.notes + by_norm.notes)
+    if norm_intervals:
+        assert "3 = 75–100 %" in notes and "merged" not in notes
+        groups = set(by_norm.tables["cooperation_by_norm"]["norm_group"])
+        assert groups and groups <= {"0–25 %", "25–50 %", "50–75 %", "75–100 %"}
+        estimates.figures["fig4_norms_perceptions"]()  # drawn on the file's intervals
+    else:
+        assert "asks no norm estimate" in notes and not by_norm.tables

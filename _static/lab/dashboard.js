@@ -184,8 +184,9 @@
         spread(e.money, 2, cur)],
       ["session cost so far: " + e.participants + " × " + num(e.participation_fee, 2) + " show-up fee + " +
         e.points_total + " points × " + e.currency_per_point, num(e.payout_so_far, 2) + cur],
-      ["expected total payout, at most: cost so far + norm bonuses (" + e.participants + " × " + e.norm_estimates +
-        " estimates × " + num(e.norm_bonus, 2) + ")", num(e.payout_at_most, 2) + cur]];
+      [e.norm_estimates ? "expected total payout, at most: cost so far + norm bonuses (" + e.participants + " × " +
+        e.norm_estimates + " estimates × " + num(e.norm_bonus, 2) + ")"
+        : "expected total payout: cost so far (no norm bonus in this session)", num(e.payout_at_most, 2) + cur]];
     if (e.settled_participants) {
       rows.push(["payouts settled on the payment page (" + e.settled_participants + " participants)",
         num(e.settled_payout, 2) + cur]);

@@ -47,7 +47,6 @@ def not_runnable(experiment, paper) -> list[str]:
     found = [f"{field} differs from the paper's" for field in sorted(design)
              if field not in FOLLOWED | SUBSETS | {"game", "games", "schema_version", "questionnaires"}
              and design[field] != papers[field]]
-    found += questionnaires_not_followed(design["questionnaires"], papers["questionnaires"])
     found += [f"games: {game} is not one of the paper's" for game in experiment.game_ids if game not in paper.game_ids]
     for field, values in design["treatments"].items():
         found += [f"treatments.{field}: {value} is not one of the paper's" for value in values
@@ -57,20 +56,6 @@ def not_runnable(experiment, paper) -> list[str]:
               and not (field == "choices" and _papers_ids(design["game"]["choices"], papers["game"]["choices"]))]
     found += [f"payment.{field} differs from the paper's" for field in sorted(PAYMENT_NOT_FOLLOWED)
               if design["payment"][field] != papers["payment"][field]]
-    if bool(design["payment"]["norm_bonus"]) != bool(papers["payment"]["norm_bonus"]):
-        found.append("payment.norm_bonus is off (the paper's texts announce a bonus)")
-    return found
-
-
-def questionnaires_not_followed(questionnaires: dict, papers: dict) -> list[str]:
-    """The questionnaire app shows the pages a file lists, in the file's order; the payment page
-    pays the norm estimates, on the paper's intervals."""
-    pages = list(questionnaires["pages"])
-    found = []
-    if "norm_estimates" not in pages:
-        found.append("questionnaires.pages: norm_estimates is left out (the payment page pays the norm estimates)")
-    if questionnaires["norm_intervals"] != papers["norm_intervals"]:
-        found.append("questionnaires.norm_intervals differ from the paper's")
     return found
 
 

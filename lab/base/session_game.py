@@ -24,6 +24,8 @@ class SessionGame:
     choices: tuple[str, ...]
     payoffs: Mapping[tuple[str, str], tuple[float, float]]  # (own, other) -> (own points, other's points)
     cooperative_choice: Optional[str]  # None: the game names no choice cooperation
+    # The norm estimate's intervals of the others' cooperation rate, percent; empty: no norm estimate asked
+    norm_intervals: tuple[tuple[float, float], ...] = protocol.NORM_INTERVALS
 
     def points(self, own: str, other: str) -> tuple[float, float]:
         return self.payoffs[(own, other)]
@@ -36,19 +38,22 @@ class SessionGame:
 
 def protocol_values(experiment=None) -> dict:
     """The values a session's data is read by: its game's payoffs, choices and cooperative choice
-    (the session's experiment's; protocol.py's without one), the questionnaires' answer scales,
+    (the session's experiment's; protocol.py's without one), the questionnaires' answer scales (the
+    norm estimates' intervals the experiment's: empty when it asks none),
     frozen with the session (lab/record/manifest.py ``creation_record``), and the currency."""
     if experiment is None:
         payoffs, choices, cooperative, currency = (protocol.PAYOFFS, protocol.CHOICES, protocol.COOPERATE,
                                                    protocol.CURRENCY_CODE)
+        intervals = protocol.NORM_INTERVALS
     else:
         payoffs, choices = experiment.payoff_matrix, experiment.choice_ids
         cooperative, currency = experiment.cooperative_choice, experiment.design.payment.currency
+        intervals = experiment.design.questionnaires.norm_intervals or ()  # none: no norm estimates asked
     return dict(
         payoff_table={f"{own}{other}": list(points) for (own, other), points in sorted(payoffs.items())},
         choices=list(choices),
         cooperative_choice=cooperative,
-        answer_scales=dict(norm_intervals=[list(bounds) for bounds in protocol.NORM_INTERVALS],
+        answer_scales=dict(norm_intervals=[list(bounds) for bounds in intervals],
                            likert=[protocol.LIKERT_MIN, protocol.LIKERT_MAX],
                            llm_familiarity_levels=list(protocol.LLM_FAMILIARITY_LEVELS), svo_steps=protocol.SVO_STEPS),
         currency=currency,
@@ -107,7 +112,8 @@ def from_values(values: dict) -> SessionGame:
     """The game of ``protocol_values``' form."""
     choices = tuple(values["choices"])
     payoffs = {(own, other): tuple(values["payoff_table"][own + other]) for own in choices for other in choices}
-    return SessionGame(choices, payoffs, values.get("cooperative_choice"))
+    intervals = tuple(tuple(bounds) for bounds in values["answer_scales"]["norm_intervals"])
+    return SessionGame(choices, payoffs, values.get("cooperative_choice"), intervals)
 
 
 def _frozen_once(cache: dict, session, build):
@@ -160,6 +166,13 @@ def experiment_of(session_code: str):
 def experiment_kept(session_code: str) -> bool:
     """Whether ``experiment_of`` answers from what it keeps (the session's record is frozen)."""
     return session_code in _EXPERIMENTS
+
+
+def pays_norm_bonus(session, norm_bonus: float) -> bool:
+    """Whether the session pays a bonus for norm estimates: it asks them (its frozen intervals) and its
+    bonus (``norm_bonus``, its parameters') is not 0. The payment page shows the estimates and the
+    bonus only then."""
+    return bool(session_game(session).norm_intervals) and norm_bonus > 0
 
 
 def choice_labels(session, language: str) -> dict[str, str]:

@@ -289,6 +289,12 @@ def validate(config: dict, num_participants: int, record: dict | None = None) ->
         )
     if p.message_max_chars < 1:
         raise SessionConfigError("Session config 'message_max_chars' must be at least 1.")
+    from experiment_design.texts import session_bonus_problem
+    from lab.base.i18n import LOCALE_DIR
+
+    if (problem := session_bonus_problem(experiment.design, p.norm_bonus, p.language, LOCALE_DIR)):
+        raise SessionConfigError(f"Session config 'norm_bonus' is {p.norm_bonus:g}, for experiments/"
+                                 f"{experiment.name}.toml: {problem}.")
     from lab.base.online_settings import config_is_online, dropout_problem, problem as online_problem
 
     if config_is_online(merged) and experiment.matching != matching.PERFECT_STRANGERS:

@@ -31,7 +31,7 @@ from lab.base.online_settings import is_online
 from lab.online.exit import on_last_page
 from lab.record.page_times import page_times
 from lab.experimenter.proposals import proposed_choice, session_reading
-from lab.base.session_game import session_game
+from lab.base.session_game import pays_norm_bonus, session_game
 from lab.base.session_settings import params
 
 # Past the longest stage limit plus this margin, a participant on a page counts as idle.
@@ -308,7 +308,8 @@ def earnings(session, points: Counter, participants: list) -> dict:
     own_points = [points.get(pp.id, 0) for pp in present]
     money = [p.participation_fee + x * p.currency_per_point for x in own_points]
     so_far = len(present) * p.participation_fee + sum(own_points) * p.currency_per_point
-    bonuses = len(present) * len(p.games) * p.norm_bonus
+    paid_estimates = len(p.games) if pays_norm_bonus(session, p.norm_bonus) else 0
+    bonuses = len(present) * paid_estimates * p.norm_bonus
     Payment = app_registry.player_model(PAYMENT_APP)
     settled = [payout for _, payout in _columns(Payment, session, Payment, Payment.payout)
                if payout is not None]
@@ -319,7 +320,7 @@ def earnings(session, points: Counter, participants: list) -> dict:
 
     return dict(
         participants=len(present), currency=p.currency, participation_fee=p.participation_fee,
-        currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus, norm_estimates=len(p.games),
+        currency_per_point=p.currency_per_point, norm_bonus=p.norm_bonus, norm_estimates=paid_estimates,
         points=spread(own_points, 1), money=spread(money, 2), points_total=round(sum(own_points), 2),
         payout_so_far=round(so_far, 2), norm_bonuses_at_most=round(bonuses, 2),
         payout_at_most=round(so_far + bonuses, 2),

@@ -76,7 +76,10 @@ def _norm_index(values: dict) -> tuple:
 
 
 def _norm_text(values: dict) -> str:
-    return ", ".join(f"{i} = {lo}-{hi} %" for i, (lo, hi) in enumerate(values["answer_scales"]["norm_intervals"]))
+    intervals = values["answer_scales"]["norm_intervals"]
+    if not intervals:
+        return "not asked in this experiment: always empty"
+    return ", ".join(f"{i} = {lo}-{hi} %" for i, (lo, hi) in enumerate(intervals))
 
 
 def _likert(text: str, note: str = "") -> Column:
@@ -300,7 +303,8 @@ MANIFEST_KEYS = {
     "choices": "the choices' ids as the data record them, `[\"A\", \"B\"]` (how each was shown: the experiment's "
                "`game.choices` labels, in `experiment`'s text)",
     "cooperative_choice": "the choice counted as cooperation (the paper: `A`); empty: the game names none",
-    "answer_scales": "the questionnaires' scales: `norm_intervals` (Q1, percent), `likert` (Q2-Q4, lowest and highest), "
+    "answer_scales": "the questionnaires' scales: `norm_intervals` (Q1, percent: the experiment's; `[]` when it asks no "
+                     "norm estimate), `likert` (Q2-Q4, lowest and highest), "
                      "`llm_familiarity_levels` (Q5), `svo_steps` (Q6); the data package's allowed values come from "
                      "these, `payoff_table` and `choices`",
     "payment": "`participation_fee`, `currency_per_point`, `norm_bonus`, `currency`",

@@ -116,8 +116,9 @@ def config_columns() -> dict:
         # "online" and the entry's keys: lab/base/online_settings.py CONFIG_COLUMNS (below)
         "stand_in": _c("online: who plays a dropped seat", enum=("agent", "none")), "dropout_closed_tab_seconds": _c(
             "online: no page open this long drops a participant", "number", SECONDS),
+        # an experiment without personas keeps the create page's default, which no stand-in plays
         "stand_in_persona": _from_protocol(lambda v: _c("online: the stand-in's persona",
-                                                        enum=(*v["personas"], "imitate"))),
+                                                        enum=(*v["personas"], "imitate") if v["personas"] else None)),
         "dropout_after_timeouts": _c("online: timed-out form pages in a row that drop a participant", "integer"),
         "constrained_output_resolved_at": _c("when the model check resolved llm_constrained_output", "number", EPOCH),
         **{key: _c(f"time limit of the stage {stage}", "number", SECONDS) for stage, key in STAGE_CONFIG_KEYS.items()},

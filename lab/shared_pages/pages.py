@@ -47,7 +47,8 @@ _SLOT_TEXTS: dict[str, dict] = {}
 
 
 def _slot_texts(code: str, p: SessionParams) -> dict:
-    """The session's design's slot texts under the paper's keys (empty for the paper's design)."""
+    """The session's design's slot texts under the paper's keys (empty for the paper's design); the
+    texts that announce the norm bonus follow the session's bonus (0: none announced)."""
     found = _SLOT_TEXTS.get(code)
     if found is None:
         from experiment_design.texts import SLOT_KEYS, flat_key
@@ -57,8 +58,9 @@ def _slot_texts(code: str, p: SessionParams) -> dict:
         # the choices' labels escaped: the texts around them are HTML
         values = {**text_params(p), **{name: html.escape(label)
                                        for name, label in experiment.text_params(p.language).items()}}
-        found = {flat_key(SLOT_KEYS[slot]): i18n.text(p.language, experiment.text_key(slot), **values)
-                 for slot in experiment.text_keys if experiment.text_key(slot) != flat_key(SLOT_KEYS[slot])}
+        keys = {slot: flat_key(key) for slot, key in experiment.session_text_keys(p.norm_bonus).items()}
+        found = {flat_key(SLOT_KEYS[slot]): i18n.text(p.language, key, **values)
+                 for slot, key in keys.items() if key != flat_key(SLOT_KEYS[slot])}
         if experiment_kept(code):  # kept once the session's design is frozen
             _SLOT_TEXTS[code] = found
     return found
