@@ -27,7 +27,8 @@ class PlayerBot(Bot):
         n = self.participant.id_in_session
         if page is NormEstimates:
             intervals = norm_intervals(self.player)
-            check_norm_page(self.html, intervals, params(self.session).norm_bonus, params(self.session).language)
+            check_norm_page(self.html, intervals, norm_games(self.player), params(self.session).norm_bonus,
+                            params(self.session).language)
             answers = {"norm_estimate_WC": n % len(intervals), "norm_estimate_WoC": (n + 2) % len(intervals)}
             yield NormEstimates, {f"norm_estimate_{game}": answers[f"norm_estimate_{game}"]
                                   for game in norm_games(self.player)}
@@ -58,13 +59,19 @@ class PlayerBot(Bot):
 SLIDER_ABOVE = {"zh_hans": "上方", "en": "above the slider", "de": "über dem Schieberegler"}
 
 
-def check_norm_page(page_html: str, intervals, norm_bonus: float, language: str) -> None:
-    """The norm estimate page offers the session's intervals, and announces a bonus only when it pays one
-    (the bonus sentence of the paper's text, here or in any text the page carries)."""
+# The norm page's bonus sentence in the languages the lab ships (another's: not checked).
+BONUS_SENTENCE = {"zh_hans": "落在真实区间内", "en": "you receive a bonus", "de": "erhalten Sie einen Bonus"}
+
+
+def check_norm_page(page_html: str, intervals, games, norm_bonus: float, language: str) -> None:
+    """The norm estimate page offers the session's intervals for each game played, and announces a
+    bonus only when it pays one (the bonus sentence of the paper's text, here or in any text the page
+    carries)."""
     for lo, hi in intervals:
         expect(f"{lo}–{hi}", "in", page_html)
-    expect(page_html.count('type="radio"'), 2 * len(intervals))
-    expect(("落在真实区间内" if language == "zh_hans" else "you receive a bonus") in page_html, bool(norm_bonus))
+    expect(page_html.count('type="radio"'), len(games) * len(intervals))
+    if language in BONUS_SENTENCE:
+        expect(BONUS_SENTENCE[language] in page_html, bool(norm_bonus))
 
 
 def check_svo_layout(page_html: str, language: str) -> None:
