@@ -10,7 +10,7 @@ messages as participants type them.
 
 import pytest
 
-from lab.experimenter.proposals import PAPER, chat_reading, proposed_choice, proposes_a
+from lab.experimenter.proposals import PAPER, chat_reading, proposed_choice, proposes_cooperation
 
 A, B = "A", "B"
 
@@ -124,7 +124,7 @@ MESSAGES = [
 @pytest.mark.parametrize("text, choice", MESSAGES)
 def test_a_message_is_read_as_a_person_reads_it(text, choice):
     assert proposed_choice(text) == choice
-    assert proposes_a(text) is (choice == A)
+    assert proposes_cooperation(text) is (choice == A)
 
 
 def test_the_table_covers_both_languages_and_each_answer():
@@ -141,6 +141,9 @@ STAG_HUNT = chat_reading({"A": ["A"], "B": ["B"]}, {("A", "A"): (80, 80), ("A", 
 WORDS = chat_reading({"stag": ["Stag", "鹿"], "hare": ["Hare", "兔"]},
                      {("stag", "stag"): (80, 80), ("stag", "hare"): (0, 50), ("hare", "stag"): (50, 0),
                       ("hare", "hare"): (50, 50)}, "stag")
+# The paper's game with its choices swapped: B is cooperation (experiments' game.cooperative_choice = "B").
+B_COOPERATES = chat_reading({"A": ["A"], "B": ["B"]}, {("A", "A"): (40, 40), ("A", "B"): (80, 10), ("B", "A"): (10, 80),
+                                                       ("B", "B"): (70, 70)}, "B")
 NO_COOPERATION = chat_reading({"L": ["L"], "R": ["R"]}, {("L", "L"): (10, 10), ("L", "R"): (0, 0), ("R", "L"): (0, 0),
                                                          ("R", "R"): (10, 10)}, None)
 
@@ -159,8 +162,19 @@ NO_COOPERATION = chat_reading({"L": ["L"], "R": ["R"]}, {("L", "L"): (10, 10), (
     ("Stag or hare?", WORDS, None),
     ("I will betray you", WORDS, "hare"),
     ("pick A", WORDS, None),  # not one of this game's labels
+    ("let's cooperate", B_COOPERATES, "B"),
+    ("70 each, deal?", B_COOPERATES, "B"),
+    ("I will betray you", B_COOPERATES, "A"),
+    ("don't pick A", B_COOPERATES, "B"),
+    ("both A only gets us 40", B_COOPERATES, None),  # weighs a bad outcome
     ("let's cooperate", NO_COOPERATION, None),  # no choice is cooperation
     ("both L please", NO_COOPERATION, "L"),
 ])
 def test_a_message_is_read_by_its_sessions_choices_and_points(text, reading, choice):
     assert proposed_choice(text, reading) == choice
+
+
+def test_proposing_cooperation_is_proposing_the_reading_s_cooperative_choice():
+    assert proposes_cooperation("let's both pick B", B_COOPERATES) and not proposes_cooperation("let's both pick B")
+    assert not proposes_cooperation("let's both pick A", B_COOPERATES) and proposes_cooperation("let's both pick A")
+    assert not proposes_cooperation("both L please", NO_COOPERATION)

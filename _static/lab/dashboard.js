@@ -134,19 +134,23 @@
   function renderGames(d) {
     Object.keys(d.games).forEach(function (game) {
       var g = d.games[game];
-      var coop = [rateLine("humans", "#1f77b4", g.human_cooperation)];
-      if (g.agent_cooperation) coop.push(rateLine("agents", "#d62728", g.agent_cooperation));
-      drawPlot(game + "-coop", game + ": cooperation rate (A) per round", g.rounds, coop, RATE_MAX,
-        RATE_NOTE + " n: decisions (a late decision's random choice included).");
+      // A game that names no cooperative choice has no cooperation rate (nor agreement to cooperate).
+      if (g.human_cooperation) {
+        var coop = [rateLine("humans", "#1f77b4", g.human_cooperation)];
+        if (g.agent_cooperation) coop.push(rateLine("agents", "#d62728", g.agent_cooperation));
+        drawPlot(game + "-coop", game + ": cooperation rate (" + g.cooperative_choice + ") per round", g.rounds,
+          coop, RATE_MAX, RATE_NOTE + " n: decisions (a late decision's random choice included).");
+      }
       if (g.agreement) {
         drawPlot(game + "-agree", game + ": agreement & breach rate (proxy)", g.rounds, [
           rateLine("agreement", "#2ca02c", g.agreement),
           rateLine("breach | agreement", "#ff7f0e", g.breach)], RATE_MAX,
           g.agreements_total + " agreements and " + g.breaches_total + " breaches in " + g.pairs_total +
           " pair-rounds so far. How the proxy is computed: a pair-round is an agreement when each side's " +
-          "latest message sent in time that names a choice proposes A, read as a person would " +
-          "(English and Chinese, negation, \"B\" named; the article \"a\" is not option A; lab/proposals.py); " +
-          "a breach is an agreement followed by at least one B. n: pair-rounds decided (agreement), " +
+          "latest message sent in time that names a choice proposes " + g.cooperative_choice + ", read as a " +
+          "person would (English, Chinese and German, negation, the other choice named; the article \"a\" is " +
+          "not option A; lab/experimenter/proposals.py); a breach is an agreement followed by at least one " +
+          g.other_choices.join(" or ") + ". n: pair-rounds decided (agreement), " +
           "agreements (breach). Not the annotated measure of SI Note 2. " + RATE_NOTE);
       }
       var late = [countLine("decisions timed out (random choice)", "#9467bd", g.humans_timed_out)];

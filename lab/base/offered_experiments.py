@@ -9,6 +9,7 @@ personas' role-play files, the [agents] files). A design that differs from exper
 only where the lab follows the session (the payoffs, the matching, the exchanges of a game with
 chat beside one without, one game alone, the personas and which of them the treatments name, the
 labels, the choices' labels (their ids are the paper's, A and B: the decision as stored), the
+cooperative choice (either of them, or none: then no cooperation rate is shown or asked), the
 agents' files, the agents' message length, the currency, the languages (each is its locale file,
 which the check reads) and the values a session config carries: rounds, limits, message length,
 money, the title, its config names, demo sizes), or runs a part of the paper's questionnaires,
@@ -29,7 +30,9 @@ FOLLOWED = {"title", "session_config_prefix", "stage_limits", "messages", "payme
 # of the paper's) are its own (coherence checks they exist).
 SUBSETS = {"treatments"}
 OWN_TREATMENTS = {"associate_types", "label_settings", "game_orders"}
-FOLLOWED_GAME = {"payoffs", "rounds_per_game"}
+# The cooperative choice (either choice, or none): the pages, payment, dashboard and data package read
+# the session's (lab/base/session_game.py).
+FOLLOWED_GAME = {"payoffs", "rounds_per_game", "cooperative_choice"}
 # Every payment value is the session's (the currency too: the lab's pages write the session's; only
 # oTree's own admin "Payments" page writes settings.REAL_WORLD_CURRENCY_CODE, the paper's).
 PAYMENT_NOT_FOLLOWED: set[str] = set()

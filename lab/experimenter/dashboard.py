@@ -176,9 +176,11 @@ def count_series(counts: dict, reached: set) -> dict:
 
 def experiment(session, codes: dict | None = None) -> dict:
     """Per game and round: cooperation (humans, agents), agreements and breaches (WC), humans'
-    late messages and decisions, agents' fallbacks by reason; and each participant's points."""
+    late messages and decisions, agents' fallbacks by reason; and each participant's points. A game
+    that names no cooperative choice has no cooperation, agreement or breach series (None)."""
     p = params(session)
-    cooperative = session_game(session).cooperative_choice
+    game_played = session_game(session)
+    cooperative = game_played.cooperative_choice
     codes = codes if codes is not None else {pp.id: pp.code for pp in session.get_participants()}
     games = {}
     points: Counter = Counter()
@@ -237,13 +239,16 @@ def experiment(session, codes: dict | None = None) -> dict:
         for counts in fallbacks.values():
             for r in rounds:
                 counts[r][1] = agent_turns[r]
+        counts_cooperation = cooperative is not None
         games[game] = dict(
             rounds=list(rounds),
             decisions=[human[r][1] for r in rounds],
-            human_cooperation=rate_series(human, reached),
-            agent_cooperation=rate_series(agent, reached) if p.with_agents else None,
-            agreement=rate_series(agreements, reached) if tables.with_chat else None,
-            breach=rate_series(breaches, reached) if tables.with_chat else None,
+            cooperative_choice=cooperative,
+            other_choices=[choice for choice in game_played.choices if choice != cooperative],
+            human_cooperation=rate_series(human, reached) if counts_cooperation else None,
+            agent_cooperation=rate_series(agent, reached) if p.with_agents and counts_cooperation else None,
+            agreement=rate_series(agreements, reached) if tables.with_chat and counts_cooperation else None,
+            breach=rate_series(breaches, reached) if tables.with_chat and counts_cooperation else None,
             agreements_total=sum(a[0] for a in agreements.values()),
             breaches_total=sum(b[0] for b in breaches.values()),
             pairs_total=sum(a[1] for a in agreements.values()),

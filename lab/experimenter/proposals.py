@@ -65,7 +65,6 @@ def chat_reading(labels: dict[str, list[str]], payoffs, cooperative: str | None)
 
 
 PAPER = chat_reading({choice: [choice] for choice in protocol.CHOICES}, protocol.PAYOFFS, protocol.COOPERATE)
-A, B = protocol.COOPERATE, protocol.DEFECT
 
 
 def session_reading(session) -> ChatReading:
@@ -233,6 +232,6 @@ def proposed_choice(text: str | None, reading: ChatReading = PAPER) -> str | Non
     return None
 
 
-def proposes_a(text: str | None) -> bool:
-    """The paper's reading: the message proposes option A."""
-    return proposed_choice(text) == A
+def proposes_cooperation(text: str | None, reading: ChatReading = PAPER) -> bool:
+    """The message proposes the reading's cooperative choice (the paper's: A; none: never)."""
+    return reading.cooperative is not None and proposed_choice(text, reading) == reading.cooperative
