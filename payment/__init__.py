@@ -97,17 +97,18 @@ app_start.register_app(__name__, Player, interventions=Intervention, bonus_payou
 
 # FUNCTIONS
 def tally_games(player: Player):
-    """Points, decisions and cooperative choices (the session's game's; A in the paper) of the
-    rounds the participant played (not their seat's rounds after their drop,
-    ``lab_game.after_drop``: they earn nothing, and count in no other participant's norm estimate
-    check), in each game of the session (a game it does not play stays empty)."""
+    """Points, decisions and cooperative choices (the session's game's: A in the paper; none counted
+    when it names none) of the rounds the participant played (not their seat's rounds after their
+    drop, ``lab_game.after_drop``: they earn nothing, and count in no other participant's norm
+    estimate check), in each game of the session (a game it does not play stays empty)."""
     cooperative = session_game(player.session).cooperative_choice
     for game in params(player.session).games:
         rounds = [pl for pl in lab_game.players_of(player.participant, GAME_APPS[game])
                   if pl.field_maybe_none("choice") and not lab_game.after_drop(pl)]
         setattr(player, f"points_{game}", int(sum(pl.payoff for pl in rounds)))
         setattr(player, f"decisions_{game}", len(rounds))
-        setattr(player, f"cooperations_{game}", sum(pl.choice == cooperative for pl in rounds))
+        if cooperative is not None:  # none: no choice is cooperation, nothing to count (the export's cell stays empty)
+            setattr(player, f"cooperations_{game}", sum(pl.choice == cooperative for pl in rounds))
 
 
 def norm_estimate(player: Player, game: str):

@@ -24,7 +24,7 @@ import pytest
 
 import protocol
 from intervals import wilson_interval
-from lab.experimenter.proposals import proposed_choice
+from lab.experimenter.proposals import PAPER, ChatReading, proposed_choice
 from tests import processes
 from tests.lab_server import PYTHON, lab_env, run_bots
 
@@ -61,9 +61,11 @@ def _true(value: str) -> bool:
     return value == "True"
 
 
-def recount_game(decisions: list[dict], messages: list[dict], game: str) -> dict:
-    """Per round of one game, from the exports' rows alone."""
-    rounds = range(1, ROUNDS + 1)
+def recount_game(decisions: list[dict], messages: list[dict], game: str, cooperative: str = protocol.COOPERATE,
+                 reading: ChatReading = PAPER, rounds_per_game: int = ROUNDS) -> dict:
+    """Per round of one game, from the exports' rows alone; cooperation is choosing ``cooperative``, the
+    chat is read by ``reading`` (the session's game's; the paper's by default)."""
+    rounds = range(1, rounds_per_game + 1)
     out = {key: {r: Counter() for r in rounds} for key in ("human", "agent", "pairs", "msgs")}
     conversations: dict[str, dict] = defaultdict(dict)  # conversation_id -> {player code: choice}
     conversation_round = {}
@@ -74,7 +76,7 @@ def recount_game(decisions: list[dict], messages: list[dict], game: str) -> dict
         if not (kind == "human" and _true(row["after_drop"])):  # a dropped seat's random choice is no one's
             counts = out[kind][r]
             counts["n"] += 1
-            counts["A"] += row["choice"] == "A"
+            counts["cooperated"] += row["choice"] == cooperative
             counts["timed_out"] += _true(row["timed_out"])
         if kind == "human":
             conversations[row["conversation_id"]].update({row["player_code"]: row["choice"],
@@ -85,16 +87,16 @@ def recount_game(decisions: list[dict], messages: list[dict], game: str) -> dict
         r = int(row["round"])
         out["msgs"][r][(row["sender_kind"], "n")] += 1
         out["msgs"][r][(row["sender_kind"], "late")] += not _true(row["sent_in_time"])
-        choice = proposed_choice(row["text"]) if _true(row["sent_in_time"]) else None
+        choice = proposed_choice(row["text"], reading) if _true(row["sent_in_time"]) else None
         if choice:
             latest[row["conversation_id"]][row["sender_code"]] = choice
     for conversation, choices in conversations.items():
         pair = out["pairs"][conversation_round[conversation]]
         pair["n"] += 1
         proposals = latest.get(conversation, {})
-        if len(choices) == 2 and all(proposals.get(code) == "A" for code in choices):
+        if len(choices) == 2 and all(proposals.get(code) == cooperative for code in choices):
             pair["agreements"] += 1
-            pair["breaches"] += "B" in choices.values()
+            pair["breaches"] += any(choice != cooperative for choice in choices.values())
     return out
 
 
@@ -110,18 +112,18 @@ def _check_rate(series: dict, successes: list, trials: list):
 
 
 def check_game(shown: dict, counted: dict, with_agents: bool, with_chat: bool):
-    rounds = range(1, ROUNDS + 1)
+    rounds = sorted(counted["human"])
     human, agent, pairs, msgs = (counted[key] for key in ("human", "agent", "pairs", "msgs"))
-    _check_rate(shown["human_cooperation"], [human[r]["A"] for r in rounds], [human[r]["n"] for r in rounds])
+    _check_rate(shown["human_cooperation"], [human[r]["cooperated"] for r in rounds], [human[r]["n"] for r in rounds])
     assert shown["humans_timed_out"] == {"count": [human[r]["timed_out"] for r in rounds],
                                          "of": [human[r]["n"] for r in rounds]}
     if with_agents:
-        _check_rate(shown["agent_cooperation"], [agent[r]["A"] for r in rounds], [agent[r]["n"] for r in rounds])
+        _check_rate(shown["agent_cooperation"], [agent[r]["cooperated"] for r in rounds], [agent[r]["n"] for r in rounds])
         # An agent's fallback: a message not sent in time or a decision timed out (random).
         fallbacks = [agent[r]["timed_out"] + msgs[r][("agent", "late")] for r in rounds]
         turns = [agent[r]["n"] + msgs[r][("agent", "n")] for r in rounds]
         by_reason = shown["agent_fallbacks"].values()
-        assert [sum(s["count"][i] for s in by_reason) for i in range(ROUNDS)] == fallbacks
+        assert [sum(s["count"][i] for s in by_reason) for i in range(len(rounds))] == fallbacks
         assert all(s["of"] == turns for s in by_reason)
     else:
         assert shown["agent_cooperation"] is None and shown["agent_fallbacks"] is None

@@ -74,7 +74,9 @@ APP_PLAYER_FIELDS = {
         **{key: value for game in protocol.GAMES for key, value in (
             (f"points_{game}", PAYMENT_FIELDS[f"points_{game}"]),
             (f"decisions_{game}", _c(f"decisions made in {game}", "integer")),
-            (f"cooperations_{game}", _c(f"A choices in {game}", "integer")),
+            (f"cooperations_{game}", _from_protocol(lambda v, game=game: _c(
+                f"{v['cooperative_choice']} choices in {game}" if v.get("cooperative_choice")
+                else "not counted: no choice counts as cooperation in this experiment; always empty", "integer"))),
             (f"norm_true_{game}", PAYMENT_FIELDS[f"norm_true_{game}"]),
             (f"norm_correct_{game}", PAYMENT_FIELDS[f"norm_correct_{game}"]))},
         "payout": PAYMENT_FIELDS["payout"],
