@@ -4,6 +4,8 @@ from otree.api import Bot, expect
 
 import protocol
 from lab.base import i18n
+from lab.agent_runtime.bots import keep_page
+from lab.base.session_game import choice_labels, session_game
 from lab.base.session_settings import params
 from lab.shared_pages.pages import texts_for
 from . import (BelievedHuman, CommunicationQuality, Demographics, Familiarity, NormEstimates,
@@ -29,6 +31,7 @@ class PlayerBot(Bot):
             intervals = norm_intervals(self.player)
             check_norm_page(self.html, intervals, norm_games(self.player), params(self.session).norm_bonus,
                             params(self.session).language)
+            check_norm_cooperative_choice(self.player, self.html)
             answers = {"norm_estimate_WC": n % len(intervals), "norm_estimate_WoC": (n + 2) % len(intervals)}
             yield NormEstimates, {f"norm_estimate_{game}": answers[f"norm_estimate_{game}"]
                                   for game in norm_games(self.player)}
@@ -72,6 +75,16 @@ def check_norm_page(page_html: str, intervals, games, norm_bonus: float, languag
     expect(page_html.count('type="radio"'), len(games) * len(intervals))
     if language in BONUS_SENTENCE:
         expect(BONUS_SENTENCE[language] in page_html, bool(norm_bonus))
+
+
+def check_norm_cooperative_choice(player, page_html: str) -> None:
+    """The norm page asks for the share of the session's cooperative choice, by its label (the texts of
+    the languages the lab ships bold it); tests read the page (LAB_BOT_PAGES)."""
+    language = params(player.session).language
+    if language in BONUS_SENTENCE:
+        label = choice_labels(player.session, language)[session_game(player.session).cooperative_choice]
+        expect(f"<b>{html.escape(label)}</b>", "in", page_html)
+    keep_page(player, "NormEstimates", page_html)
 
 
 def check_svo_layout(page_html: str, language: str) -> None:

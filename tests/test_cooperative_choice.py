@@ -6,6 +6,7 @@ tests' own b_cooperates.toml, its payment and dashboard recounted from the expor
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from types import SimpleNamespace
@@ -134,13 +135,17 @@ def test_a_session_where_b_is_cooperation_pays_and_shows_the_rate_of_b(project_c
     chose = {choice: sum(row["choice"] == choice for row in decisions) for choice in "AB"}
     assert chose["A"] != chose["B"]  # the bots' choices tell A's count from B's
 
-    # The payment: each participant's B choices, and each estimate checked against the others' rate of B.
+    # The payment: each participant's B choices (oTree's export of the payment app), and each estimate
+    # checked against the others' rate of B.
+    with (folder / f"payment_{code}.csv").open(encoding="utf-8-sig", newline="") as file:
+        tallies = {row["participant.code"]: row for row in csv.DictReader(file)}
     intervals = B_COOPERATES.design.questionnaires.norm_intervals
     for row in participants:
         correct = 0
         for game in protocol.GAMES:
             own = [d for d in decisions if d["game"] == game and d["player_code"] == row["participant_code"]]
-            assert int(row[f"cooperations_{game}"]) == sum(d["choice"] == "B" for d in own)
+            assert int(tallies[row["participant_code"]][f"player.cooperations_{game}"]) == sum(
+                d["choice"] == "B" for d in own)
             others = [d for d in decisions if d["game"] == game and d["player_code"] != row["participant_code"]]
             true = protocol.norm_interval_index(100 * sum(d["choice"] == "B" for d in others) / len(others),
                                                 intervals)
@@ -167,11 +172,15 @@ def test_a_session_where_b_is_cooperation_pays_and_shows_the_rate_of_b(project_c
         check_game(shown["games"][game], counted, with_agents=False, with_chat=game == "WC")
     check_earnings(shown["earnings"], decisions, participants)
 
-    # The record and the analysis of the package: cooperation is choosing B.
+    # The data package, the record and the analysis of the package: cooperation is choosing B.
+    package = json.loads((folder / "datapackage.json").read_text(encoding="utf-8"))
+    [resource] = [r for r in package["resources"] if r["path"] == f"payment_{code}.csv"]
+    fields = {field["name"]: field["description"] for field in resource["schema"]["fields"]}
+    assert fields["player.cooperations_WC"] == "B choices in WC"
     from analysis import analyse, load_exports
     from analysis.manifest import load_manifests, sessions_experiment
 
-    experiment = sessions_experiment(load_manifests(folder))
+    experiment = sessions_experiment(load_manifests([folder]))
     assert experiment.cooperative_choice == "B"
     analysed = analyse(load_exports(folder), cooperative_choice=experiment.cooperative_choice).decisions
     assert len(analysed) and (analysed["cooperated"] == analysed["choice"].eq("B")).all()

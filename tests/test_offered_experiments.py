@@ -78,8 +78,16 @@ def test_choices_labelled_their_own_way_run_but_not_other_ids():
     other_ids = _variant(('id = "A"', 'id = "C"'), ('cooperative_choice = "A"', 'cooperative_choice = "C"'),
                          ("A = { A = [70, 70], B = [10, 80] }", "C = { C = [70, 70], B = [10, 80] }"),
                          ("B = { A = [80, 10], B = [40, 40] }", "B = { C = [80, 10], B = [40, 40] }"))
-    assert not_runnable(other_ids, PAPER) == ["game.choices differs from the paper's",
-                                              "game.cooperative_choice differs from the paper's"]
+    assert not_runnable(other_ids, PAPER) == ["game.choices differs from the paper's"]
+
+
+def test_either_choice_or_none_may_be_the_cooperative_one():
+    b_cooperates = _variant(('cooperative_choice = "A"', 'cooperative_choice = "B"'))
+    assert not_runnable(b_cooperates, PAPER) == []
+    none = _variant(('cooperative_choice = "A"', "#"), ("norm_bonus = 10.0", "norm_bonus = 0"),
+                    ('pages = ["norm_estimates", ', "pages = ["),
+                    ("norm_intervals = [[0, 20], [20, 40], [40, 60], [60, 80], [80, 100]]", ""))
+    assert none.cooperative_choice is None and not_runnable(none, PAPER) == []
 
 
 def test_the_tests_own_experiment_files_are_read_only_in_a_test_run_and_never_in_production():
