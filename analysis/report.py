@@ -31,11 +31,17 @@ STATISTICS_NOTE = (
 
 def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
         glm_degree: dict[str, int] | int | None = None, include_stand_ins: bool = False,
-        cooperative_choice: str = protocol.COOPERATE, experiment=None) -> Analysis:
+        cooperative_choice: str | None = None, experiment=None) -> Analysis:
     """Load the exports, analyse them and write the report folder. Returns the analysis.
     Online stand-in pair-rounds are left out unless ``include_stand_ins`` (analysis/stand_ins.py).
-    Cooperation is choosing ``cooperative_choice`` (the sessions' experiment's); ``experiment``'s
+    Cooperation is choosing ``cooperative_choice`` (None: ``experiment``'s, the paper's without one;
+    ValueError when the experiment names none: the report is about cooperation); ``experiment``'s
     own personas, label settings and norm intervals are its sessions' (None: the paper's)."""
+    if cooperative_choice is None:
+        cooperative_choice = protocol.COOPERATE if experiment is None else experiment.cooperative_choice
+    if cooperative_choice is None:
+        raise ValueError(f"experiment {experiment.name} names no cooperative choice: there is no cooperation "
+                         "rate to report")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     exports = load_exports(export_dirs if isinstance(export_dirs, list) else [export_dirs], experiment)

@@ -184,3 +184,11 @@ def test_a_session_where_b_is_cooperation_pays_and_shows_the_rate_of_b(project_c
     assert experiment.cooperative_choice == "B"
     analysed = analyse(load_exports(folder), cooperative_choice=experiment.cooperative_choice).decisions
     assert len(analysed) and (analysed["cooperated"] == analysed["choice"].eq("B")).all()
+
+
+def test_the_analysis_reports_no_cooperation_of_a_design_without_a_cooperative_choice(tmp_path):
+    from analysis import run
+
+    with pytest.raises(ValueError, match="names no cooperative choice: there is no cooperation rate to report"):
+        run(tmp_path, tmp_path / "report", experiment=NO_COOPERATION)
+    assert not (tmp_path / "report").exists()
