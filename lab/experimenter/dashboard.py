@@ -11,8 +11,9 @@ Every rate comes with its counts and a 95 % Wilson interval. A pair-round counts
 its two sides are two humans or a human and an agent. Agreement and breach are a *live proxy*,
 not the paper's measure (SI Note 2: two annotators and a resolver, analysis/annotation.py,
 after the session): a pair-round is an "agreement" when each side's latest message sent in time
-that names a choice proposes option A (lab/experimenter/proposals.py reads the messages); a "breach" is an
-agreement after which at least one side chose B.
+that names a choice proposes the session's cooperative choice (the paper's A; lab/experimenter/proposals.py
+reads the messages); a "breach" is an agreement after which at least one side chose otherwise. A game
+that names no cooperative choice has no cooperation rate, agreement or breach.
 """
 
 from __future__ import annotations
