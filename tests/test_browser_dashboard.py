@@ -47,7 +47,9 @@ def expected_point_texts(data: dict) -> set[str]:
 
 @pytest.mark.browser
 @pytest.mark.server
-def test_dashboard_points_show_value_and_n_and_an_expired_login_says_so(lab_server, project_copy, database_url):
+def test_dashboard_points_show_value_and_n_and_an_expired_login_says_so(lab_server, project_copy, postgres_url):
+    # PostgreSQL only, the lab's database: the numbers' recount runs on both (test_dashboard_recount.py)
+    database_url = postgres_url
     result = run_bots(project_copy, "hf_informed_wc_first", 3,
                       {"rounds_per_game": ROUNDS, "llm_provider": "simulated", "llm_simulated_latency": 2,
                        "decision_seconds": 1}, database_url=database_url, database="lab")  # the server shows it

@@ -300,8 +300,9 @@ def test_stand_in_none_partner_finishes_alone(lab_server):
 
 
 @pytest.mark.server
-def test_hf_dropout_the_other_finishes(lab_server, database_url):
-    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="2")
+def test_hf_dropout_the_other_finishes(lab_server, postgres_url):
+    # PostgreSQL only: a drop's database path is the H-H test's, run on both
+    server = lab_server(postgres_url, LAB_MAX_ROUNDS_PER_GAME="2")
     session = server.create_session("hf_informed_wc_first", 2, **ONLINE)
     players, dropout = play_all(server, session)
     codes = [dropout] + [c for c in players if c != dropout]
@@ -422,10 +423,11 @@ def test_experimenter_marks_dropped_with_the_login(lab_server):
 
 
 @pytest.mark.server
-def test_one_message_exchange_stand_in_takes_the_seat_with_no_message_2(lab_server, database_url):
+def test_one_message_exchange_stand_in_takes_the_seat_with_no_message_2(lab_server):
     """A perfect-strangers design of one message exchange, online: the stand-in that takes a dropped
-    seat goes on to the decision (no second message is waited for), and everyone else finishes."""
-    server = lab_server(database_url, LAB_MAX_ROUNDS_PER_GAME="2", LAB_TEST_EXPERIMENTS="1")  # one_message_strangers.toml
+    seat goes on to the decision (no second message is waited for), and everyone else finishes.
+    SQLite only: the stand-in's database path is the H-H test's, run on both."""
+    server = lab_server("", LAB_MAX_ROUNDS_PER_GAME="2", LAB_TEST_EXPERIMENTS="1")  # one_message_strangers.toml
     stages = {key: value for key, value in ONLINE.items() if not key.startswith(("message_2", "read_2"))}
     session = server.create_session("test_one_message_hh_informed_wc_first", 4, **stages)
     # Gone at round 1's decision: dropped at round 2's message 1 (the second timed-out page), so the
