@@ -7,6 +7,7 @@ analysis/results.py builds the lab's sections from these, analysis/simulation.py
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
@@ -59,6 +60,17 @@ class TreatmentLayout:
 
     def leading(self, section_key: str) -> tuple[str, ...]:
         return self.leading_groups.get(section_key, ())
+
+    def attribute(self, section: Section, paper_reference: str) -> None:
+        """``section`` reproduces ``paper_reference`` (Fig. 1, ...) on the paper's treatments; on an
+        experiment's own it reproduces no figure of the paper's, so its figures lose the paper's numbers
+        (fig1_cooperation: cooperation)."""
+        if self.paper:
+            section.reproduces = paper_reference
+            return
+        section.reproduces = (f"— (the experiment's treatments {', '.join(self.treatments)}; the paper's "
+                              f"counterpart: {paper_reference})")
+        section.figures = {re.sub(r"^fig(S?\d+)_", "", name): draw for name, draw in section.figures.items()}
 
 
 PAPER_LAYOUT = TreatmentLayout(TREATMENT_ORDER, AGENT_TREATMENTS, PERSONA_ORDER, PAPER_LEADING_GROUPS, paper=True)

@@ -7,7 +7,6 @@ Comparisons list the groups in the paper's order; every effect size is group 1 m
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -74,11 +73,6 @@ def _rate_interval_columns(rates: pd.Series) -> dict[str, float]:
 def _present(values: pd.Series, order: tuple[str, ...]) -> tuple[str, ...]:
     found = set(values.dropna())
     return tuple(g for g in order if g in found)
-
-
-def _generic_figure_name(paper_name: str) -> str:
-    """fig1_cooperation -> cooperation: an experiment's own design reproduces no figure of the paper."""
-    return re.sub(r"^fig(S?\d+)_", "", paper_name)
 
 
 def _label_title(label_setting: str) -> str:
@@ -436,8 +430,6 @@ def believed_human_section(participants: pd.DataFrame, label_setting: str,
     return section
 
 
-
-
 # --- Everything --------------------------------------------------------------------------------
 def analyse(exports: Exports, *, template_path: Path | None = None,
             glm_degree: dict[str, int] | int | None = None,
@@ -499,13 +491,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
                 section = Section(key, "Not computed", "", label_setting,
                                   notes=[f"This part could not be computed: {type(error).__name__}: {error}"])
             informed_ref, uninformed_ref = PAPER_REFERENCES[section.key]
-            paper_ref = informed_ref if label_setting == "informed" else uninformed_ref
-            if layout.paper:
-                section.reproduces = paper_ref
-            else:  # an experiment's own treatments reproduce no figure of the paper's
-                section.reproduces = f"— (the experiment's treatments {', '.join(layout.treatments)}; the paper's " \
-                                     f"counterpart: {paper_ref})"
-                section.figures = {_generic_figure_name(name): draw for name, draw in section.figures.items()}
+            layout.attribute(section, informed_ref if label_setting == "informed" else uninformed_ref)
             section.title = f"{section.title} — {_label_title(label_setting)}"
             sections.append(section)
     return Analysis(exports, decisions, conversations, sides, participants, agents, resolved, kappa, sections,
