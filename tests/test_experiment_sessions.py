@@ -163,3 +163,4 @@ def test_example_3_own_personas_with_a_fixed_partner_is_played_recorded_and_anal
     assert "not in the sections below" not in (tmp_path / "report" / "report.html").read_text()
     rates = _rows(tmp_path / "report" / "tables" / "cooperation_informed_cooperation_rates.csv")
     assert {(row["who"], row["group"]) for row in rates} == {("participants", "H-T"), ("agents", "tit_for_tat")}
+    assert (tmp_path / "report" / "figures" / "cooperation_informed.png").exists()  # not the paper's fig1_
