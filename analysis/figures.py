@@ -48,10 +48,10 @@ def group_colour(group: str) -> str:
     return paper or OWN_COLOURS[zlib.crc32(group.encode("utf-8")) % len(OWN_COLOURS)]
 
 
-def _paper_order_first(present: set[str], paper_order) -> list[str]:
-    """The paper's groups in the paper's order, then an experiment's own ones by name."""
+def _in_order(present: set[str], order) -> list[str]:
+    """The ``present`` groups in ``order`` (the compared treatments or personas), any others by name."""
     present = {g for g in present if isinstance(g, str) and g}
-    return [g for g in paper_order if g in present] + sorted(present - set(paper_order))
+    return [g for g in order if g in present] + sorted(present - set(order))
 
 
 def panel_letter(axis, letter: str) -> None:
@@ -176,7 +176,7 @@ def agreements(rates: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
     return figure
 
 
-def breach_glm(participants: pd.DataFrame, curve: pd.DataFrame) -> Figure:
+def breach_glm(participants: pd.DataFrame, curve: pd.DataFrame, order=tuple(TREATMENT_COLOURS)) -> Figure:
     """Fig. 3 / S19: participants' cooperation over the agents' breach frequency, GLM curve and its
     95 % band. Each treatment has its own marker and a small horizontal offset, so treatments
     that share f values (all H-C participants at f = 0) stay visible."""
@@ -184,7 +184,7 @@ def breach_glm(participants: pd.DataFrame, curve: pd.DataFrame) -> Figure:
     if {"lower", "upper"} <= set(curve.columns):
         axis.fill_between(curve["agent_breach_frequency"], curve["lower"], curve["upper"], color="black",
                           alpha=0.12, linewidth=0, label="95 % CI")
-    treatments = _paper_order_first(set(participants["treatment"]), TREATMENT_COLOURS)
+    treatments = _in_order(set(participants["treatment"]), order)
     offsets = np.linspace(-0.015, 0.015, len(treatments)) if len(treatments) > 1 else [0.0]
     for offset, treatment in zip(offsets, treatments):
         group = participants[participants["treatment"] == treatment]
@@ -281,14 +281,14 @@ def likert_boxes(humans: pd.DataFrame, columns: tuple[str, ...], prefix: str, tr
     return figure
 
 
-def norms_cooperation(cooperation_by_norm: pd.DataFrame) -> Figure:
+def norms_cooperation(cooperation_by_norm: pd.DataFrame, order=tuple(TREATMENT_COLOURS)) -> Figure:
     """Fig. S2 / S24: mean WC cooperation (95 % Wilson CI over the participants) per norm-estimate
     group and treatment, n above each bar (in red under FEW); an empty treatment × group is drawn
     as missing."""
     figure, axis = plt.subplots(figsize=(9, 4.6))
     # In the intervals' order ("5–10 %" before "10–20 %"): by a group's lower bound.
     groups = sorted(set(cooperation_by_norm["norm_group"]), key=lambda group: float(group.split("–")[0]))
-    treatments = _paper_order_first(set(cooperation_by_norm["treatment"]), TREATMENT_COLOURS)
+    treatments = _in_order(set(cooperation_by_norm["treatment"]), order)
     width = 0.8 / max(len(treatments), 1)
     for index, treatment in enumerate(treatments):
         rows = cooperation_by_norm[cooperation_by_norm["treatment"] == treatment].set_index("norm_group")
@@ -331,9 +331,9 @@ def believed_human(humans: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
     return figure
 
 
-def motives(ratings: pd.DataFrame) -> Figure:
+def motives(ratings: pd.DataFrame, order=tuple(PERSONA_TREATMENT)) -> Figure:
     """Fig. S3 / S18: distribution of the motive ratings per agent persona."""
-    personas = _paper_order_first(set(ratings["p2_persona"]), PERSONA_TREATMENT)
+    personas = _in_order(set(ratings["p2_persona"]), order)
     figure, axes = plt.subplots(1, max(len(personas), 1), figsize=(5 * max(len(personas), 1), 4.2), squeeze=False)
     levels = range(protocol.LIKERT_MIN, protocol.LIKERT_MAX + 1)
     for letter, axis, persona in zip(string.ascii_uppercase, axes[0], personas):

@@ -222,7 +222,7 @@ def breach_glm_section(participants: pd.DataFrame, label_setting: str, degree: i
     except (ValueError, np.linalg.LinAlgError) as error:
         section.notes.append(f"No confidence band: {error}")
     section.tables["curve"] = curve
-    section.figures["fig3_breach_glm"] = partial(figures.breach_glm, data, curve)
+    section.figures["fig3_breach_glm"] = partial(figures.breach_glm, data, curve, layout.treatments)
     return section
 
 
@@ -313,7 +313,8 @@ def norms_cooperation_section(participants: pd.DataFrame, label_setting: str,
             parts.append(table)
     section.tables["pairwise"] = (pd.concat(parts, ignore_index=True) if parts
                                   else pd.DataFrame(columns=["norm_group", *MANN_WHITNEY_COLUMNS]))
-    section.figures["figS2_norms_cooperation"] = partial(figures.norms_cooperation, section.tables["cooperation_by_norm"])
+    section.figures["figS2_norms_cooperation"] = partial(figures.norms_cooperation, section.tables["cooperation_by_norm"],
+                                                         layout.treatments)
     return section
 
 
@@ -346,7 +347,7 @@ def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_se
                          "median": ratings.median(), "V": test.statistic, "p_value": test.p_value})
     section.tables["motive_tests"] = pd.DataFrame(rows, columns=["persona", "motive", "ratings", "mean", "median",
                                                                  "V", "p_value"])
-    section.figures["figS3_motives"] = partial(figures.motives, keyed)
+    section.figures["figS3_motives"] = partial(figures.motives, keyed, layout.personas)
     checks = []
     for persona in _present(keyed["p2_persona"], layout.personas):
         for check in BREACH_CHECKS:

@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
@@ -180,3 +181,8 @@ def test_the_other_sections_compare_the_experiment_s_own_treatments(own_personas
         "H-H vs. H-T", "H-H vs. H-U", "H-T vs. H-U"}
     glm_notes = " ".join(sections["perception_glm"].notes)  # 4 participants a treatment: too few to fit
     assert "with H-T as the baseline" in glm_notes and "humans_vs_agents: 8 observations" in glm_notes
+    drawn = {name: draw() for section in sections.values() for name, draw in section.figures.items()}
+    assert {"cooperation", "agreements_breaches", "norms_cooperation"} <= set(drawn)
+    assert [text.get_text() for text in drawn["norms_cooperation"].axes[0].get_legend().get_texts()] == list(
+        OWN_TREATMENTS)
+    plt.close("all")
