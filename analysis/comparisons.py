@@ -1,17 +1,20 @@
-"""What every section of the results shares: the ``Section`` it fills, the groups in the paper's
-order, and the pairwise comparisons (Mann-Whitney, proportions) oriented as the paper names them.
+"""What every section of the results shares: the ``Section`` it fills, the groups it compares (the
+paper's in the paper's order, or an experiment's own) and the pairwise comparisons (Mann-Whitney,
+proportions) oriented as the paper names them.
 
 analysis/results.py builds the lab's sections from these, analysis/simulation.py the simulation's.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 import pandas as pd
 from matplotlib.figure import Figure
 
+import protocol
 from analysis import stats
 
 TREATMENT_ORDER = ("H-H", "H-F", "H-C", "H-S")  # the order of the pairs in Tables S2, S3, S5…
@@ -42,6 +45,48 @@ PAPER_LEADING_GROUPS = {
     "seven_c": ("H-F",),
     "norms_cooperation": ("H-H", "H-S"),  # "H-H vs. H-F", "H-S vs. H-F"
 }
+
+
+@dataclass(frozen=True)
+class TreatmentLayout:
+    """The groups the sections compare, in their order: the treatments (H-H first), those with
+    agents, the agents' personas; ``leading_groups`` orients a section's pairs (PAPER_LEADING_GROUPS).
+    ``paper``: the paper's treatments, so the sections name the paper's figures and tables."""
+    treatments: tuple[str, ...]
+    agent_treatments: tuple[str, ...]
+    personas: tuple[str, ...]
+    leading_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    paper: bool = False
+
+    def leading(self, section_key: str) -> tuple[str, ...]:
+        return self.leading_groups.get(section_key, ())
+
+    def attribute(self, section: Section, paper_reference: str) -> None:
+        """``section`` reproduces ``paper_reference`` (Fig. 1, ...) on the paper's treatments; on an
+        experiment's own it reproduces no figure of the paper's, so its figures lose the paper's numbers
+        (fig1_cooperation: cooperation)."""
+        if self.paper:
+            section.reproduces = paper_reference
+            return
+        section.reproduces = (f"— (the experiment's treatments {', '.join(self.treatments)}; the paper's "
+                              f"counterpart: {paper_reference})")
+        section.figures = {re.sub(r"^fig(S?\d+)_", "", name): draw for name, draw in section.figures.items()}
+
+
+PAPER_LAYOUT = TreatmentLayout(TREATMENT_ORDER, AGENT_TREATMENTS, PERSONA_ORDER, PAPER_LEADING_GROUPS, paper=True)
+
+
+def treatment_layout(experiment=None) -> TreatmentLayout:
+    """The layout of the sessions' ``experiment`` (experiment_design.Experiment; None: the paper's).
+    A design whose personas are some of the paper's, with the paper's codes, keeps the paper's layout;
+    any other compares H-H and its personas' treatments in the order of its [personas]."""
+    if experiment is None:
+        return PAPER_LAYOUT
+    codes = {name: experiment.treatment_code(name) for name in experiment.design.personas}
+    if all(protocol.TREATMENT_CODES.get(name) == code for name, code in codes.items()):
+        return PAPER_LAYOUT
+    agent_treatments = tuple(codes.values())
+    return TreatmentLayout(("H-H", *agent_treatments), agent_treatments, tuple(codes))
 
 
 def oriented_pairs(groups: tuple[str, ...], leading: tuple[str, ...] = ()) -> list[tuple[str, str]]:

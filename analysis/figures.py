@@ -12,6 +12,9 @@ Conventions, so a journal takes them as they are:
 
 from __future__ import annotations
 
+import string
+import zlib
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -30,11 +33,25 @@ from intervals import wilson_interval  # noqa: E402
 TREATMENT_COLOURS = {"H-H": "#7f7f7f", "H-F": "#2ca02c", "H-C": "#1f77b4", "H-S": "#d62728"}
 TREATMENT_MARKERS = {"H-H": "D", "H-F": "o", "H-C": "^", "H-S": "s"}
 PERSONA_TREATMENT = {"fair": "H-F", "cooperative": "H-C", "selfish": "H-S"}
+OWN_COLOURS = ("#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")  # an experiment's own groups
 plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "xtick.labelsize": 9,
                      "ytick.labelsize": 9, "legend.fontsize": 8, "svg.fonttype": "none", "pdf.fonttype": 42})
 CI_NOTE = "error bars: 95 % CI"
 FEW = 10  # an interval over fewer units (participants, agents) has its n written beside it
 FEW_COLOUR = "#b00000"
+
+
+def group_colour(group: str) -> str:
+    """A treatment's or persona's colour: the paper's, or for an experiment's own one of OWN_COLOURS,
+    the same in every figure and report."""
+    paper = TREATMENT_COLOURS.get(PERSONA_TREATMENT.get(group, group))
+    return paper or OWN_COLOURS[zlib.crc32(group.encode("utf-8")) % len(OWN_COLOURS)]
+
+
+def _in_order(present: set[str], order) -> list[str]:
+    """The ``present`` groups in ``order`` (the compared treatments or personas), any others by name."""
+    present = {g for g in present if isinstance(g, str) and g}
+    return [g for g in order if g in present] + sorted(present - set(order))
 
 
 def panel_letter(axis, letter: str) -> None:
@@ -98,11 +115,11 @@ def cooperation(humans: pd.DataFrame, agents: pd.DataFrame, treatments: tuple[st
     """Fig. 1 / S16: participants' (A) and agents' (B) WC cooperation rates."""
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4.4), gridspec_kw={"width_ratios": [4, 3]})
     _boxes_with_points(left, [humans.loc[humans["treatment"] == t, "cooperation_rate_WC"] for t in treatments],
-                       list(treatments), [TREATMENT_COLOURS.get(t, "grey") for t in treatments], rate_interval)
+                       list(treatments), [group_colour(t) for t in treatments], rate_interval)
     left.set(title="Participants", ylabel="Cooperation rate (WC game)", ylim=(-0.05, 1.05))
     _boxes_with_points(right, [agents.loc[agents["persona"] == p, "cooperation_rate_WC"] for p in personas],
                        [f"{p} agents" for p in personas],
-                       [TREATMENT_COLOURS.get(PERSONA_TREATMENT.get(p, ""), "grey") for p in personas], rate_interval)
+                       [group_colour(p) for p in personas], rate_interval)
     right.set(title="Agents", ylim=(-0.05, 1.05))
     panel_letter(left, "A")
     panel_letter(right, "B")
@@ -136,7 +153,7 @@ def agreements(rates: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
         return (float(row["count"].iloc[0]), float(row["of"].iloc[0])) if len(row) else (0.0, 0.0)
 
     for position, treatment in zip(positions, treatments):
-        _rate_bar(left, position, *counts("agreements", treatment), 0.6, TREATMENT_COLOURS.get(treatment, "grey"))
+        _rate_bar(left, position, *counts("agreements", treatment), 0.6, group_colour(treatment))
     left.set_xticks(positions, treatments)
     left.set(title="Pre-game cooperation agreements", ylabel="% of conversations", ylim=(0, 110))
     for offset, dimension, hatch, label in ((-0.2, "human_breaches", "", "humans"),
@@ -146,7 +163,7 @@ def agreements(rates: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
                 _missing(right, position + offset, text="no agents")  # not a 0 bar: there is nothing
                 continue
             _rate_bar(right, position + offset, *counts(dimension, treatment), 0.4,
-                      TREATMENT_COLOURS.get(treatment, "grey"), hatch=hatch)
+                      group_colour(treatment), hatch=hatch)
     right.set_xticks(positions, treatments)
     right.set(title="In-game promise breaches", ylabel="% of agreements broken", ylim=(0, 110))
     right.legend(handles=[Patch(facecolor="white", edgecolor="black", label="humans"),
@@ -159,7 +176,7 @@ def agreements(rates: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
     return figure
 
 
-def breach_glm(participants: pd.DataFrame, curve: pd.DataFrame) -> Figure:
+def breach_glm(participants: pd.DataFrame, curve: pd.DataFrame, order=tuple(TREATMENT_COLOURS)) -> Figure:
     """Fig. 3 / S19: participants' cooperation over the agents' breach frequency, GLM curve and its
     95 % band. Each treatment has its own marker and a small horizontal offset, so treatments
     that share f values (all H-C participants at f = 0) stay visible."""
@@ -167,13 +184,13 @@ def breach_glm(participants: pd.DataFrame, curve: pd.DataFrame) -> Figure:
     if {"lower", "upper"} <= set(curve.columns):
         axis.fill_between(curve["agent_breach_frequency"], curve["lower"], curve["upper"], color="black",
                           alpha=0.12, linewidth=0, label="95 % CI")
-    treatments = [t for t in TREATMENT_COLOURS if t in set(participants["treatment"])]
+    treatments = _in_order(set(participants["treatment"]), order)
     offsets = np.linspace(-0.015, 0.015, len(treatments)) if len(treatments) > 1 else [0.0]
     for offset, treatment in zip(offsets, treatments):
         group = participants[participants["treatment"] == treatment]
         axis.scatter(group["agent_breach_frequency"] + offset, group["cooperation_rate_WC"], s=18,
                      marker=TREATMENT_MARKERS.get(treatment, "o"), facecolors="none", linewidths=1,
-                     edgecolors=TREATMENT_COLOURS.get(treatment, "grey"), label=f"{treatment} (n = {len(group)})",
+                     edgecolors=group_colour(treatment), label=f"{treatment} (n = {len(group)})",
                      zorder=3)
     axis.plot(curve["agent_breach_frequency"], curve["fitted_cooperation_rate"], color="black", label="GLM")
     axis.set(xlabel="Agents' promise-breaking frequency", ylabel="Participant's cooperation rate (WC)",
@@ -197,7 +214,7 @@ def norms_perceptions(humans: pd.DataFrame, treatments: tuple[str, ...],
         estimates = humans.loc[humans["treatment"] == treatment, "norm_estimate_WC"].dropna().astype(int)
         counts = estimates.value_counts().reindex(range(len(labels)), fill_value=0)
         total = int(counts.sum())
-        colour = TREATMENT_COLOURS.get(treatment, "grey")
+        colour = group_colour(treatment)
         if total == 0:
             axis.text(0.5, 0.5, "no data", ha="center", va="center", transform=axis.transAxes, color="#666")
         for index, count in counts.items():
@@ -229,7 +246,7 @@ def _grouped_boxes(axis, humans: pd.DataFrame, columns: tuple[str, ...], prefix:
         subset = humans[humans["treatment"] == treatment]
         data = [subset[c].dropna().to_numpy(dtype=float) for c in columns]
         positions = np.arange(len(columns)) + (index - (len(treatments) - 1) / 2) * width
-        colour = TREATMENT_COLOURS.get(treatment, "grey")
+        colour = group_colour(treatment)
         keep = [i for i, d in enumerate(data) if len(d)]
         for i in set(range(len(columns))) - set(keep):
             _missing(axis, positions[i])
@@ -264,14 +281,14 @@ def likert_boxes(humans: pd.DataFrame, columns: tuple[str, ...], prefix: str, tr
     return figure
 
 
-def norms_cooperation(cooperation_by_norm: pd.DataFrame) -> Figure:
+def norms_cooperation(cooperation_by_norm: pd.DataFrame, order=tuple(TREATMENT_COLOURS)) -> Figure:
     """Fig. S2 / S24: mean WC cooperation (95 % Wilson CI over the participants) per norm-estimate
     group and treatment, n above each bar (in red under FEW); an empty treatment × group is drawn
     as missing."""
     figure, axis = plt.subplots(figsize=(9, 4.6))
     # In the intervals' order ("5–10 %" before "10–20 %"): by a group's lower bound.
     groups = sorted(set(cooperation_by_norm["norm_group"]), key=lambda group: float(group.split("–")[0]))
-    treatments = [t for t in TREATMENT_COLOURS if t in set(cooperation_by_norm["treatment"])]
+    treatments = _in_order(set(cooperation_by_norm["treatment"]), order)
     width = 0.8 / max(len(treatments), 1)
     for index, treatment in enumerate(treatments):
         rows = cooperation_by_norm[cooperation_by_norm["treatment"] == treatment].set_index("norm_group")
@@ -281,7 +298,7 @@ def norms_cooperation(cooperation_by_norm: pd.DataFrame) -> Figure:
             if pd.isna(row["mean"]) or not row.get("participants"):
                 _missing(axis, position)
                 continue
-            axis.bar(position, row["mean"], width=width, color=TREATMENT_COLOURS[treatment], edgecolor="black")
+            axis.bar(position, row["mean"], width=width, color=group_colour(treatment), edgecolor="black")
             low, high = row.get("ci_low", np.nan), row.get("ci_high", np.nan)
             if not pd.isna(low):
                 axis.errorbar([position], [row["mean"]], yerr=_yerr(row["mean"], low, high),
@@ -293,7 +310,7 @@ def norms_cooperation(cooperation_by_norm: pd.DataFrame) -> Figure:
                       color=FEW_COLOUR if few else "black", fontweight="bold" if few else "normal")
     axis.set_xticks(np.arange(len(groups)), groups)
     axis.set(xlabel="Norm estimate (others' cooperation)", ylabel="Mean cooperation rate (WC)", ylim=(0, 1.12))
-    axis.legend(handles=[Patch(facecolor=TREATMENT_COLOURS[t], edgecolor="black", label=t) for t in treatments],
+    axis.legend(handles=[Patch(facecolor=group_colour(t), edgecolor="black", label=t) for t in treatments],
                 loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
                 title=f"numbers: n (red: under {FEW})\nerror bars: 95 % Wilson CI", title_fontsize=7)
     figure.tight_layout()
@@ -304,7 +321,7 @@ def believed_human(humans: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
     """Fig. S25: "my associates were humans" (−3..3) per treatment: points, mean and 95 % t CI."""
     figure, axis = plt.subplots(figsize=(6.4, 4.2))
     _boxes_with_points(axis, [humans.loc[humans["treatment"] == t, "believed_human"] for t in treatments],
-                       list(treatments), [TREATMENT_COLOURS.get(t, "grey") for t in treatments])
+                       list(treatments), [group_colour(t) for t in treatments])
     axis.axhline(0, color="#999", linewidth=0.8, linestyle="--", zorder=0)
     axis.set(ylabel="\"My associates were humans\" (−3..3)",
              ylim=(protocol.LIKERT_MIN - 0.4, protocol.LIKERT_MAX + 0.4))
@@ -314,12 +331,12 @@ def believed_human(humans: pd.DataFrame, treatments: tuple[str, ...]) -> Figure:
     return figure
 
 
-def motives(ratings: pd.DataFrame) -> Figure:
+def motives(ratings: pd.DataFrame, order=tuple(PERSONA_TREATMENT)) -> Figure:
     """Fig. S3 / S18: distribution of the motive ratings per agent persona."""
-    personas = [p for p in PERSONA_TREATMENT if p in set(ratings["p2_persona"])]
+    personas = _in_order(set(ratings["p2_persona"]), order)
     figure, axes = plt.subplots(1, max(len(personas), 1), figsize=(5 * max(len(personas), 1), 4.2), squeeze=False)
     levels = range(protocol.LIKERT_MIN, protocol.LIKERT_MAX + 1)
-    for letter, axis, persona in zip("ABC", axes[0], personas):
+    for letter, axis, persona in zip(string.ascii_uppercase, axes[0], personas):
         subset = ratings[ratings["p2_persona"] == persona]
         width = 0.8 / len(MOTIVES)
         for index, motive in enumerate(MOTIVES):

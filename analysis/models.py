@@ -189,8 +189,9 @@ def breach_curve(fitted: FittedGLM, points: int = 101) -> pd.DataFrame:
                          fitted.result.predict(design)})
 
 
-def perception_glm(participants: pd.DataFrame, treatments: tuple[str, ...]) -> FittedGLM:
-    """Table S13 (informed) / S7 (uninformed) for the given treatments."""
+def perception_glm(participants: pd.DataFrame, treatments: tuple[str, ...],
+                   baseline: str = BASELINE_TREATMENT) -> FittedGLM:
+    """Table S13 (informed) / S7 (uninformed) for the given treatments, dummies against ``baseline``."""
     data = participants[participants["treatment"].isin(treatments)]
     data = data.dropna(subset=["rounds_WC", *PERCEPTION_PREDICTORS])
     data = data[data["rounds_WC"] > 0]
@@ -203,7 +204,7 @@ def perception_glm(participants: pd.DataFrame, treatments: tuple[str, ...]) -> F
     standardised = ((data[predictors] - data[predictors].mean()) / spread.where(spread > 0)).fillna(0.0)
     design = pd.concat([pd.Series(1.0, index=data.index, name="intercept"), standardised], axis=1)
     for treatment in treatments:
-        if treatment != BASELINE_TREATMENT and len(treatments) > 1:
+        if treatment != baseline and len(treatments) > 1:
             design[f"treatment {treatment}"] = (data["treatment"] == treatment).astype(float)
     return binomial_glm(data["cooperations_WC"].to_numpy(dtype=float), data["rounds_WC"].to_numpy(dtype=float),
                          design.astype(float))

@@ -10,11 +10,11 @@ import pandas as pd
 
 import protocol
 from analysis import annotation
-from analysis.comparisons import TREATMENT_ORDER, Section
+from analysis.comparisons import PAPER_LAYOUT, Section, TreatmentLayout
 from analysis.load import Exports
 
 
-def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
+def overview_section(decisions: pd.DataFrame, exports: Exports, layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("overview", "Data", "Table S4 (sessions)")
     if not decisions.empty:
         keys = ["session_code", "source", "treatment", "label_setting", "game_order"]
@@ -29,17 +29,18 @@ def overview_section(decisions: pd.DataFrame, exports: Exports) -> Section:
             sessions = sessions.merge(demographics, on="session_code", how="left")
         section.tables["sessions"] = sessions.sort_values(["source", "label_setting", "treatment", "game_order"],
                                                           ignore_index=True)
-        own = sorted(set(decisions.loc[decisions["source"] == "lab", "treatment"].dropna()) - set(TREATMENT_ORDER))
-        if own:  # an experiment's own personas: counted here, not in the paper's comparisons below
+        uncompared = sorted(set(decisions.loc[decisions["source"] == "lab", "treatment"].dropna())
+                            - set(layout.treatments))
+        if uncompared:  # analysed without their experiment: counted here, not in the comparisons below
             section.notes.append(
-                f"Treatments of the experiment's own ({', '.join(own)}) are in this overview and in the tidy tables "
-                f"(tables/tidy_participants.csv, tables/tidy_agents.csv: each participant's and agent's cooperation "
-                f"rate), not in the sections below, which compare the paper's treatments "
-                f"({', '.join(TREATMENT_ORDER)}) only.")
+                f"Treatments not of the compared design ({', '.join(uncompared)}) are in this overview and in the "
+                f"tidy tables (tables/tidy_participants.csv, tables/tidy_agents.csv: each participant's and agent's "
+                f"cooperation rate), not in the sections below, which compare {', '.join(layout.treatments)} only "
+                f"(their experiment's manifests make the sections compare its own treatments).")
         section.notes += one_game_notes(decisions)
     else:
         section.notes.append("No decisions were loaded: most of the report is empty.")
-    section.tables["sample_by_treatment"] = sample_description(exports.participants)
+    section.tables["sample_by_treatment"] = sample_description(exports.participants, layout.treatments)
     section.tables["files"] = exports.files
     calls = exports.llm_calls
     if not calls.empty:
@@ -80,7 +81,8 @@ def _session_demographics(participants: pd.DataFrame) -> pd.DataFrame:
                                                              if v.notna().any() else np.nan)).reset_index()
 
 
-def sample_description(participants: pd.DataFrame) -> pd.DataFrame:
+def sample_description(participants: pd.DataFrame,
+                       treatment_order: tuple[str, ...] = PAPER_LAYOUT.treatments) -> pd.DataFrame:
     """Table S4's participant columns per label setting and treatment: participants, mean and SD
     of age (R's sd, n − 1), % women among those who answered the gender question."""
     columns = ["label_setting", "treatment", "sessions", "participants", "mean_age", "sd_age",
@@ -98,7 +100,7 @@ def sample_description(participants: pd.DataFrame) -> pd.DataFrame:
                      "mean_age": ages.mean() if len(ages) else np.nan,
                      "sd_age": ages.std() if len(ages) > 1 else np.nan, "gender_answers": len(answered),
                      "percent_women": 100 * (answered == "female").mean() if len(answered) else np.nan})
-    order = {value: index for index, value in enumerate(protocol.LABEL_SETTINGS + TREATMENT_ORDER)}
+    order = {value: index for index, value in enumerate(protocol.LABEL_SETTINGS + treatment_order)}
     table = pd.DataFrame(rows, columns=columns)
     return table.sort_values(["label_setting", "treatment"], key=lambda c: c.map(order).fillna(99),
                              ignore_index=True)

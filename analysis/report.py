@@ -11,7 +11,7 @@ import pandas as pd
 
 import protocol
 from analysis import annotation, stand_ins, stats
-from analysis.comparisons import Section
+from analysis.comparisons import PAPER_LAYOUT, Section, TreatmentLayout, treatment_layout
 from analysis.load import Exports, load_exports
 from analysis.results import Analysis, analyse
 
@@ -36,7 +36,8 @@ def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
     Online stand-in pair-rounds are left out unless ``include_stand_ins`` (analysis/stand_ins.py).
     Cooperation is choosing ``cooperative_choice`` (None: ``experiment``'s, the paper's without one;
     ValueError when the experiment names none: the report is about cooperation); ``experiment``'s
-    own personas, label settings and norm intervals are its sessions' (None: the paper's)."""
+    own personas, label settings and norm intervals are its sessions', its treatments the ones the
+    sections compare (None: the paper's)."""
     if cooperative_choice is None:
         cooperative_choice = protocol.COOPERATE if experiment is None else experiment.cooperative_choice
     if cooperative_choice is None:
@@ -49,15 +50,16 @@ def run(export_dirs: str | Path | list[str | Path], out_dir: str | Path, *,
     norm_intervals = protocol.NORM_INTERVALS if experiment is None else (
         experiment.design.questionnaires.norm_intervals or ())
     return write_report(exports, out, glm_degree=glm_degree, cooperative_choice=cooperative_choice,
-                        norm_intervals=norm_intervals)
+                        norm_intervals=norm_intervals, layout=treatment_layout(experiment))
 
 
 def write_report(exports: Exports, out: Path, *, glm_degree: dict[str, int] | int | None = None,
-                 cooperative_choice: str = protocol.COOPERATE, norm_intervals=protocol.NORM_INTERVALS) -> Analysis:
+                 cooperative_choice: str = protocol.COOPERATE, norm_intervals=protocol.NORM_INTERVALS,
+                 layout: TreatmentLayout = PAPER_LAYOUT) -> Analysis:
     out.mkdir(parents=True, exist_ok=True)
     template_path = out / TEMPLATE_NAME
     analysis = analyse(exports, template_path=template_path, glm_degree=glm_degree,
-                       cooperative_choice=cooperative_choice, norm_intervals=norm_intervals)
+                       cooperative_choice=cooperative_choice, norm_intervals=norm_intervals, layout=layout)
     annotation.write_template(analysis.conversations, template_path, known=analysis.annotation_key)
     key = annotation.read_key(out / annotation.KEY_NAME)
     breaches = annotation.breach_template(analysis.conversations, key, exports.llm_calls)

@@ -17,8 +17,8 @@ import pandas as pd
 
 import protocol
 from analysis import annotation, figures, models, norm_estimates, stats, tidy
-from analysis.comparisons import (AGENT_TREATMENTS, MANN_WHITNEY_COLUMNS, PAPER_LEADING_GROUPS, PERSONA_ORDER,
-                                  TREATMENT_ORDER, Section, pairwise_mann_whitney, pairwise_proportions)
+from analysis.comparisons import (MANN_WHITNEY_COLUMNS, PAPER_LAYOUT, Section, TreatmentLayout, pairwise_mann_whitney,
+                                  pairwise_proportions)
 from analysis.load import BREACH_CHECKS, MOTIVES, PERCEPTION_COLUMNS, SEVEN_C_COLUMNS, Exports, Problem
 from analysis.overview import annotation_section, overview_section
 from analysis.simulation import SIMULATION_TREATMENT, simulation_section
@@ -81,26 +81,27 @@ def _label_title(label_setting: str) -> str:
 
 
 # --- Sections ----------------------------------------------------------------------------------
-def cooperation_section(participants: pd.DataFrame, agents: pd.DataFrame, label_setting: str) -> Section:
+def cooperation_section(participants: pd.DataFrame, agents: pd.DataFrame, label_setting: str,
+                        layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("cooperation", "Cooperation of participants and agents", "", label_setting)
     section.notes.append("Headline: cooperation rate per participant over the rounds of the game with "
                          "communication (WC), as in the paper's main results; the game without "
                          "communication (WoC) is reported alongside.")
-    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
-    lab_agents = agents[agents["treatment"].isin(AGENT_TREATMENTS)]
-    treatments = _present(humans.loc[humans["rounds_WC"] > 0, "treatment"], TREATMENT_ORDER)
-    missing = [t for t in TREATMENT_ORDER if t not in treatments]
+    humans = participants[participants["treatment"].isin(layout.treatments)]
+    lab_agents = agents[agents["treatment"].isin(layout.agent_treatments)]
+    treatments = _present(humans.loc[humans["rounds_WC"] > 0, "treatment"], layout.treatments)
+    missing = [t for t in layout.treatments if t not in treatments]
     if missing:
         section.notes.append(f"No participants with WC decisions in {', '.join(missing)}.")
     summary = []
     for game in protocol.GAMES:
-        for treatment in TREATMENT_ORDER:
+        for treatment in layout.treatments:
             rates = humans.loc[humans["treatment"] == treatment, f"cooperation_rate_{game}"].dropna()
             if not rates.empty:
                 summary.append({"who": "participants", "group": treatment, "game": game, "n": len(rates),
                                 "mean": rates.mean(), "sd": rates.std(), "median": rates.median(),
                                 **_rate_interval_columns(rates)})
-        for persona in PERSONA_ORDER:
+        for persona in layout.personas:
             rates = lab_agents.loc[lab_agents["persona"] == persona, f"cooperation_rate_{game}"].dropna()
             if not rates.empty:
                 summary.append({"who": "agents", "group": persona, "game": game, "n": len(rates),
@@ -117,8 +118,8 @@ def cooperation_section(participants: pd.DataFrame, agents: pd.DataFrame, label_
     for game in protocol.GAMES:
         section.tables[f"participants_pairwise_{game}"] = pairwise_mann_whitney(
             humans, f"cooperation_rate_{game}", "treatment", treatments, section.notes if game == "WC" else [],
-            "participants' cooperation", PAPER_LEADING_GROUPS["cooperation"])
-    personas = _present(lab_agents.loc[lab_agents["rounds_WC"] > 0, "persona"], PERSONA_ORDER)
+            "participants' cooperation", layout.leading("cooperation"))
+    personas = _present(lab_agents.loc[lab_agents["rounds_WC"] > 0, "persona"], layout.personas)
     section.tables["agents_pairwise_WC"] = pairwise_mann_whitney(
         lab_agents, "cooperation_rate_WC", "persona", personas, [], "agents' cooperation")
     rated = humans.dropna(subset=["cooperation_rate_WC"])
@@ -133,7 +134,7 @@ def cooperation_section(participants: pd.DataFrame, agents: pd.DataFrame, label_
 
 
 def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_setting: str,
-                       template_path: Path | None) -> Section:
+                       template_path: Path | None, layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("agreements", "Cooperation agreements and promise breaches", "", label_setting)
     labelled = conversations[conversations["agreement"].notna()]
     where = f" at {template_path}" if template_path else ""
@@ -157,7 +158,7 @@ def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_s
     machine = (labelled["label_source"] == "machine").sum()
     if machine:
         section.notes.append(f"{machine} conversations are labelled by machine annotation only.")
-    treatments = _present(labelled["treatment"], TREATMENT_ORDER)
+    treatments = _present(labelled["treatment"], layout.treatments)
     agreed_sides = sides[(sides["agreement"] == True) & sides["treatment"].isin(treatments)]  # noqa: E712
     counts = {
         "agreements": labelled.groupby("treatment").agg(successes=("agreement", "sum"),
@@ -177,9 +178,9 @@ def agreements_section(conversations: pd.DataFrame, sides: pd.DataFrame, label_s
     section.tables["rates"] = pd.DataFrame(rates, columns=RATE_COLUMNS)
     comparisons = []
     for dimension, table in counts.items():
-        groups = AGENT_TREATMENTS if dimension == "agent_breaches" else TREATMENT_ORDER
+        groups = layout.agent_treatments if dimension == "agent_breaches" else layout.treatments
         pairwise = pairwise_proportions(table, tuple(g for g in groups if g in treatments),
-                                        PAPER_LEADING_GROUPS["agreements"])
+                                        layout.leading("agreements"))
         pairwise.insert(0, "dimension", dimension)
         comparisons.append(pairwise)
     section.tables["pairwise"] = pd.concat(comparisons, ignore_index=True)
@@ -192,9 +193,10 @@ def _breach_counts(agreed_sides: pd.DataFrame, kind: str) -> pd.DataFrame:
     return own.groupby("treatment").agg(successes=("breached", "sum"), trials=("breached", "size"))
 
 
-def breach_glm_section(participants: pd.DataFrame, label_setting: str, degree: int) -> Section:
+def breach_glm_section(participants: pd.DataFrame, label_setting: str, degree: int,
+                       layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("breach_glm", "Human cooperation and agents' promise breaking", "", label_setting)
-    data = participants[participants["treatment"].isin(AGENT_TREATMENTS)]
+    data = participants[participants["treatment"].isin(layout.agent_treatments)]
     data = data.dropna(subset=["agent_breach_frequency"])
     if data.empty:
         section.notes.append("No participant with an annotated agreement round with an agent: the "
@@ -220,23 +222,23 @@ def breach_glm_section(participants: pd.DataFrame, label_setting: str, degree: i
     except (ValueError, np.linalg.LinAlgError) as error:
         section.notes.append(f"No confidence band: {error}")
     section.tables["curve"] = curve
-    section.figures["fig3_breach_glm"] = partial(figures.breach_glm, data, curve)
+    section.figures["fig3_breach_glm"] = partial(figures.breach_glm, data, curve, layout.treatments)
     return section
 
 
 def norms_perceptions_section(participants: pd.DataFrame, label_setting: str,
-                              norm_intervals=protocol.NORM_INTERVALS) -> Section:
+                              norm_intervals=protocol.NORM_INTERVALS, layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("norms_perceptions", "Norm estimates and perceptions of the associates", "",
                       label_setting)
     section.notes.append("Norm estimate: the interval chosen for the other participants' cooperation in the "
                          f"WC game (index {norm_estimates.index_note(norm_intervals)}); tests on the index."
                          if norm_intervals else norm_estimates.NONE_ASKED)
-    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
-    treatments = _present(humans["treatment"], TREATMENT_ORDER)
+    humans = participants[participants["treatment"].isin(layout.treatments)]
+    treatments = _present(humans["treatment"], layout.treatments)
     distribution = (humans.dropna(subset=["norm_estimate_WC"]).groupby(["treatment", "norm_estimate_WC"])
                     .size().rename("participants").reset_index())
     section.tables["norm_estimates"] = distribution
-    leading = PAPER_LEADING_GROUPS["norms_perceptions"]
+    leading = layout.leading("norms_perceptions")
     section.tables["norm_pairwise"] = pairwise_mann_whitney(humans, "norm_estimate_WC", "treatment", treatments,
                                                             section.notes, "norm estimates", leading)
     section.tables["perception_pairwise"] = _items_pairwise(humans, PERCEPTION_COLUMNS, "perception_", treatments,
@@ -261,12 +263,12 @@ def _items_pairwise(humans: pd.DataFrame, columns: tuple[str, ...], prefix: str,
     return pd.concat(parts, ignore_index=True) if parts else empty
 
 
-def seven_c_section(participants: pd.DataFrame, label_setting: str) -> Section:
+def seven_c_section(participants: pd.DataFrame, label_setting: str, layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("seven_c", "Communication quality (7C)", "", label_setting)
-    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
-    treatments = _present(humans["treatment"], TREATMENT_ORDER)
+    humans = participants[participants["treatment"].isin(layout.treatments)]
+    treatments = _present(humans["treatment"], layout.treatments)
     section.tables["seven_c_pairwise"] = _items_pairwise(humans, SEVEN_C_COLUMNS, "c7_", treatments,
-                                                         PAPER_LEADING_GROUPS["seven_c"])
+                                                         layout.leading("seven_c"))
     if humans[list(SEVEN_C_COLUMNS)].notna().any().any():
         section.figures["figS1_seven_c"] = partial(figures.likert_boxes, humans, SEVEN_C_COLUMNS, "c7_", treatments,
                                                                 "Communication quality (7C)")
@@ -276,7 +278,7 @@ def seven_c_section(participants: pd.DataFrame, label_setting: str) -> Section:
 
 
 def norms_cooperation_section(participants: pd.DataFrame, label_setting: str,
-                              norm_intervals=protocol.NORM_INTERVALS) -> Section:
+                              norm_intervals=protocol.NORM_INTERVALS, layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("norms_cooperation", "Norm estimates and cooperation", "", label_setting)
     if not norm_intervals:
         section.notes.append(norm_estimates.NONE_ASKED)
@@ -285,7 +287,7 @@ def norms_cooperation_section(participants: pd.DataFrame, label_setting: str,
     merged = " (60–80 % and 80–100 % merged, as in the paper)" if len(set(groups.values())) < len(groups) else ""
     section.notes.append(f"Participants grouped by their norm estimate{merged}; within each group, WC cooperation "
                          "compared between treatments.")
-    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)].dropna(
+    humans = participants[participants["treatment"].isin(layout.treatments)].dropna(
         subset=["norm_estimate_WC", "cooperation_rate_WC"]).copy()
     if humans.empty:
         section.notes.append("No participant with both a norm estimate and WC decisions.")
@@ -304,18 +306,20 @@ def norms_cooperation_section(participants: pd.DataFrame, label_setting: str,
     for group in dict.fromkeys(groups.values()):
         subset = humans[humans["norm_group"] == group]
         table = pairwise_mann_whitney(subset, "cooperation_rate_WC", "treatment",
-                                      _present(subset["treatment"], TREATMENT_ORDER), [], group,
-                                      PAPER_LEADING_GROUPS["norms_cooperation"])
+                                      _present(subset["treatment"], layout.treatments), [], group,
+                                      layout.leading("norms_cooperation"))
         if not table.empty:
             table.insert(0, "norm_group", group)
             parts.append(table)
     section.tables["pairwise"] = (pd.concat(parts, ignore_index=True) if parts
                                   else pd.DataFrame(columns=["norm_group", *MANN_WHITNEY_COLUMNS]))
-    section.figures["figS2_norms_cooperation"] = partial(figures.norms_cooperation, section.tables["cooperation_by_norm"])
+    section.figures["figS2_norms_cooperation"] = partial(figures.norms_cooperation, section.tables["cooperation_by_norm"],
+                                                         layout.treatments)
     return section
 
 
-def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_setting: str) -> Section:
+def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_setting: str,
+                    layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("motives", "Motives of the agents' promise breaches", "", label_setting)
     if motives.empty:
         section.notes.append("No motive ratings: this part needs the optional motives CSV (columns "
@@ -333,7 +337,7 @@ def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_se
     section.notes.append("Both annotators' ratings are kept (not reconciled), as in SI Note 2; one-sample "
                          "Wilcoxon signed-rank test of each motive against 0.")
     rows = []
-    for persona in _present(keyed["p2_persona"], PERSONA_ORDER):
+    for persona in _present(keyed["p2_persona"], layout.personas):
         for motive in MOTIVES:
             ratings = keyed.loc[keyed["p2_persona"] == persona, motive].dropna()
             if ratings.empty:
@@ -343,9 +347,9 @@ def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_se
                          "median": ratings.median(), "V": test.statistic, "p_value": test.p_value})
     section.tables["motive_tests"] = pd.DataFrame(rows, columns=["persona", "motive", "ratings", "mean", "median",
                                                                  "V", "p_value"])
-    section.figures["figS3_motives"] = partial(figures.motives, keyed)
+    section.figures["figS3_motives"] = partial(figures.motives, keyed, layout.personas)
     checks = []
-    for persona in _present(keyed["p2_persona"], PERSONA_ORDER):
+    for persona in _present(keyed["p2_persona"], layout.personas):
         for check in BREACH_CHECKS:
             values = keyed.loc[keyed["p2_persona"] == persona, check].dropna()
             if values.empty:
@@ -364,26 +368,27 @@ def motives_section(motives: pd.DataFrame, conversations: pd.DataFrame, label_se
     return section
 
 
-def perception_glm_section(participants: pd.DataFrame, label_setting: str) -> Section:
+def perception_glm_section(participants: pd.DataFrame, label_setting: str,
+                           layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("perception_glm", "What predicts cooperation: norms, perceptions, 7C", "", label_setting)
     section.notes.append("Binomial GLM (logit) of WC cooperations out of WC rounds on the 7C ratings, the "
                          "perception ratings and the WC norm estimate, all standardised (z-scores); the "
-                         "agent model adds treatment dummies with H-F as the baseline. AICc = AIC + "
-                         "2k(k+1)/(n−k−1).")
-    for name, treatments in (("humans_vs_humans", ("H-H",)), ("humans_vs_agents", AGENT_TREATMENTS)):
+                         f"agent model adds treatment dummies with {layout.agent_treatments[0]} as the baseline. "
+                         "AICc = AIC + 2k(k+1)/(n−k−1).")
+    for name, treatments in (("humans_vs_humans", ("H-H",)), ("humans_vs_agents", layout.agent_treatments)):
         present = tuple(t for t in treatments if (participants["treatment"] == t).any())
         if not present:
             section.notes.append(f"{name}: no participants.")
             continue
         try:
-            fitted = models.perception_glm(participants, present)
+            fitted = models.perception_glm(participants, present, baseline=layout.agent_treatments[0])
         except (ValueError, np.linalg.LinAlgError) as error:
             section.notes.append(f"{name}: {error}")
             continue
         section.tables[f"{name}_coefficients"] = fitted.coefficients
         section.tables[f"{name}_fit"] = fitted.fit_summary
         section.notes.extend(f"{name}: {note}" for note in models.fit_notes(fitted))
-    agent_people = participants[participants["treatment"].isin(AGENT_TREATMENTS)]
+    agent_people = participants[participants["treatment"].isin(layout.agent_treatments)]
     if "perception_intelligence" in agent_people and agent_people["agent_breach_frequency"].notna().any():
         test = stats.spearman(agent_people["perception_intelligence"], agent_people["agent_breach_frequency"])
         pairs = agent_people[["perception_intelligence", "agent_breach_frequency"]].dropna()
@@ -400,12 +405,13 @@ def perception_glm_section(participants: pd.DataFrame, label_setting: str) -> Se
     return section
 
 
-def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Section:
+def believed_human_section(participants: pd.DataFrame, label_setting: str,
+                           layout: TreatmentLayout = PAPER_LAYOUT) -> Section:
     section = Section("believed_human", "Did participants believe their associates were human?", "",
                       label_setting)
-    humans = participants[participants["treatment"].isin(TREATMENT_ORDER)]
+    humans = participants[participants["treatment"].isin(layout.treatments)]
     rows = []
-    for treatment in _present(humans["treatment"], TREATMENT_ORDER):
+    for treatment in _present(humans["treatment"], layout.treatments):
         ratings = humans.loc[humans["treatment"] == treatment, "believed_human"].dropna()
         if ratings.empty:
             continue
@@ -425,15 +431,14 @@ def believed_human_section(participants: pd.DataFrame, label_setting: str) -> Se
     return section
 
 
-
-
 # --- Everything --------------------------------------------------------------------------------
 def analyse(exports: Exports, *, template_path: Path | None = None,
             glm_degree: dict[str, int] | int | None = None,
-            cooperative_choice: str = protocol.COOPERATE, norm_intervals=protocol.NORM_INTERVALS) -> Analysis:
+            cooperative_choice: str = protocol.COOPERATE, norm_intervals=protocol.NORM_INTERVALS,
+            layout: TreatmentLayout = PAPER_LAYOUT) -> Analysis:
     """Compute every table and figure of the report from loaded exports; cooperation is choosing
-    ``cooperative_choice``, the norm estimates are indices into ``norm_intervals`` (empty: none asked)
-    (the sessions' experiment's)."""
+    ``cooperative_choice``, the norm estimates are indices into ``norm_intervals`` (empty: none asked),
+    the sections compare ``layout``'s treatments (the sessions' experiment's)."""
     degrees = dict(PAPER_GLM_DEGREE)
     if isinstance(glm_degree, int):
         degrees = {setting: glm_degree for setting in degrees}
@@ -457,9 +462,9 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
     sides = tidy.sides_table(conversations)
     participants = tidy.participants_table(exports, decisions, sides)
     agents = tidy.agents_table(exports, decisions, sides)
-    sections = [overview_section(decisions, exports), annotation_section(kappa, resolved, template_path)]
-    lab_rows = pd.concat([participants.loc[participants["treatment"].isin(TREATMENT_ORDER), "label_setting"],
-                          decisions.loc[decisions["treatment"].isin(TREATMENT_ORDER), "label_setting"]])
+    sections = [overview_section(decisions, exports, layout), annotation_section(kappa, resolved, template_path)]
+    lab_rows = pd.concat([participants.loc[participants["treatment"].isin(layout.treatments), "label_setting"],
+                          decisions.loc[decisions["treatment"].isin(layout.treatments), "label_setting"]])
     settings_present = _present(lab_rows, protocol.LABEL_SETTINGS)
     if (decisions["treatment"] == SIMULATION_TREATMENT).any():
         sections.append(simulation_section(sides, decisions))
@@ -467,19 +472,19 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
         people = participants[participants["label_setting"] == label_setting]
         builders: list[tuple[str, Callable[[], Section]]] = [
             ("cooperation", lambda: cooperation_section(
-                people, agents[agents["label_setting"] == label_setting], label_setting)),
+                people, agents[agents["label_setting"] == label_setting], label_setting, layout)),
             ("agreements", lambda: agreements_section(
                 conversations[conversations["label_setting"] == label_setting],
-                sides[sides["label_setting"] == label_setting], label_setting, template_path)),
-            ("breach_glm", lambda: breach_glm_section(people, label_setting, degrees.get(label_setting, 3))),
-            ("norms_perceptions", lambda: norms_perceptions_section(people, label_setting, norm_intervals)),
-            ("seven_c", lambda: seven_c_section(people, label_setting)),
-            ("norms_cooperation", lambda: norms_cooperation_section(people, label_setting, norm_intervals)),
-            ("motives", lambda: motives_section(motives, conversations, label_setting)),
-            ("perception_glm", lambda: perception_glm_section(people, label_setting)),
+                sides[sides["label_setting"] == label_setting], label_setting, template_path, layout)),
+            ("breach_glm", lambda: breach_glm_section(people, label_setting, degrees.get(label_setting, 3), layout)),
+            ("norms_perceptions", lambda: norms_perceptions_section(people, label_setting, norm_intervals, layout)),
+            ("seven_c", lambda: seven_c_section(people, label_setting, layout)),
+            ("norms_cooperation", lambda: norms_cooperation_section(people, label_setting, norm_intervals, layout)),
+            ("motives", lambda: motives_section(motives, conversations, label_setting, layout)),
+            ("perception_glm", lambda: perception_glm_section(people, label_setting, layout)),
         ]
         if label_setting == "uninformed":
-            builders.append(("believed_human", lambda: believed_human_section(people, label_setting)))
+            builders.append(("believed_human", lambda: believed_human_section(people, label_setting, layout)))
         for key, build in builders:
             try:
                 section = build()
@@ -487,7 +492,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
                 section = Section(key, "Not computed", "", label_setting,
                                   notes=[f"This part could not be computed: {type(error).__name__}: {error}"])
             informed_ref, uninformed_ref = PAPER_REFERENCES[section.key]
-            section.reproduces = informed_ref if label_setting == "informed" else uninformed_ref
+            layout.attribute(section, informed_ref if label_setting == "informed" else uninformed_ref)
             section.title = f"{section.title} — {_label_title(label_setting)}"
             sections.append(section)
     return Analysis(exports, decisions, conversations, sides, participants, agents, resolved, kappa, sections,

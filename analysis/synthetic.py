@@ -313,6 +313,24 @@ def generate(parameters: SyntheticParameters | None = None, *, seed: int = 0,
     return {name: pd.DataFrame(rows) for name, rows in tables.items() if rows}
 
 
+def as_own_personas(tables: dict[str, pd.DataFrame], personas: dict[str, tuple[str, str]]) -> dict[str, pd.DataFrame]:
+    """The tables with the paper's agent treatments renamed to an experiment's own: ``personas``
+    maps a paper treatment (H-F) to the own treatment code and persona (H-T, tit_for_tat), whose
+    agents then behave as the paper's persona's do here."""
+    treatments = {paper: own for paper, (own, _) in personas.items()}
+    names = {AGENT_TREATMENTS[paper]: persona for paper, (_, persona) in personas.items()}
+    renamed = {}
+    for name, table in tables.items():
+        table = table.copy()
+        if "treatment" in table:
+            table["treatment"] = table["treatment"].replace(treatments)
+        for column in ("associate_type", "persona"):
+            if column in table:
+                table[column] = table[column].replace(names)
+        renamed[name] = table
+    return renamed
+
+
 def write(tables: dict[str, pd.DataFrame], out_dir: str | Path) -> list[Path]:
     """One CSV per table and label setting (annotation files are not split): several files per
     table, as several sessions' exports would be."""

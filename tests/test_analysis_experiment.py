@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
@@ -106,3 +107,82 @@ def test_the_norm_sections_follow_the_experiment_s_intervals_or_say_it_asks_none
         estimates.figures["fig4_norms_perceptions"]()  # drawn on the file's intervals
     else:
         assert "asks no norm estimate" in notes and not by_norm.tables
+
+
+# --- An experiment's own personas: the sections compare its treatments -------------------------
+TIT_FOR_TAT = "tit_for_tat_en"  # H-H, H-T (tit_for_tat), H-U (unconditional_cooperator)
+OWN_TREATMENTS = ("H-H", "H-T", "H-U")
+OWN_PERSONAS = ("tit_for_tat", "unconditional_cooperator")
+
+
+@pytest.fixture(scope="module")
+def own_personas_exports(tmp_path_factory) -> Path:
+    """Synthetic sessions of H-H, H-T and H-U, the last two behaving as the paper's H-F and H-C."""
+    folder = tmp_path_factory.mktemp("own_personas")
+    parameters = synthetic.SyntheticParameters(participants_per_session=4, label_settings=("informed",),
+                                               game_orders=("WC-WoC",), treatments=("H-H", "H-F", "H-C"))
+    tables = synthetic.as_own_personas(synthetic.generate(parameters, seed=7), {
+        "H-F": ("H-T", "tit_for_tat"), "H-C": ("H-U", "unconditional_cooperator")})
+    synthetic.write(tables, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def own_personas_analysis(own_personas_exports):
+    from analysis.comparisons import treatment_layout
+
+    experiment = ed.load(ed.EXPERIMENTS_DIR / f"{TIT_FOR_TAT}.toml")
+    return analyse(load_exports(own_personas_exports, experiment), layout=treatment_layout(experiment))
+
+
+def test_the_paper_s_personas_keep_the_paper_s_layout():
+    from analysis.comparisons import PAPER_LAYOUT, treatment_layout
+
+    for name in ("paper", "stag_hunt", "fixed_partner_one_message"):
+        assert treatment_layout(ed.load(ed.EXPERIMENTS_DIR / f"{name}.toml")) is PAPER_LAYOUT
+    layout = treatment_layout(ed.load(ed.EXPERIMENTS_DIR / f"{TIT_FOR_TAT}.toml"))
+    assert (layout.treatments, layout.agent_treatments, layout.personas, layout.paper) == (
+        OWN_TREATMENTS, OWN_TREATMENTS[1:], OWN_PERSONAS, False)
+
+
+def test_the_cooperation_section_compares_the_experiment_s_own_treatments(own_personas_analysis):
+    analysis = own_personas_analysis
+    [section] = [s for s in analysis.sections if s.key == "cooperation"]
+    decisions = analysis.decisions
+    humans = decisions[decisions["player_kind"] == "human"]
+    agents = decisions[decisions["player_kind"] == "agent"]
+    rates = section.tables["cooperation_rates"]
+    for game in ("WC", "WoC"):
+        shown = rates[rates["game"] == game]
+        assert list(shown["group"]) == [*OWN_TREATMENTS, *OWN_PERSONAS]
+        for who, rows, group_column in (("participants", humans, "treatment"), ("agents", agents, "persona")):
+            played = rows[rows["game"] == game]
+            recount = (played["choice"] == "A").groupby([played[group_column], played["player_code"]]).mean()
+            for group, row in shown[shown["who"] == who].set_index("group").iterrows():
+                assert row["n"] == len(recount[group]) and row["mean"] == pytest.approx(recount[group].mean())
+    assert list(section.tables["participants_pairwise_WC"]["comparison"]) == [
+        "H-H vs. H-T", "H-H vs. H-U", "H-T vs. H-U"]
+    assert list(section.tables["agents_pairwise_WC"]["comparison"]) == [
+        "tit_for_tat vs. unconditional_cooperator"]
+    assert {"anova_WC", "tukey_hsd_WC"} <= set(section.tables)
+    assert list(section.figures) == ["cooperation"] and section.reproduces.startswith("— (the experiment's treatments")
+    [overview] = [s for s in analysis.sections if s.key == "overview"]
+    assert not any("not in the sections below" in note for note in overview.notes)
+    assert list(overview.tables["sample_by_treatment"]["treatment"]) == list(OWN_TREATMENTS)
+
+
+def test_the_other_sections_compare_the_experiment_s_own_treatments(own_personas_analysis):
+    sections = {s.key: s for s in own_personas_analysis.sections}
+    agreements = sections["agreements"].tables["pairwise"]
+    assert list(agreements.loc[agreements["dimension"] == "agreements", "comparison"]) == [
+        "H-H vs. H-T", "H-H vs. H-U", "H-T vs. H-U"]
+    assert list(agreements.loc[agreements["dimension"] == "agent_breaches", "comparison"]) == ["H-T vs. H-U"]
+    assert set(sections["norms_perceptions"].tables["norm_pairwise"]["comparison"]) == {
+        "H-H vs. H-T", "H-H vs. H-U", "H-T vs. H-U"}
+    glm_notes = " ".join(sections["perception_glm"].notes)  # 4 participants a treatment: too few to fit
+    assert "with H-T as the baseline" in glm_notes and "humans_vs_agents: 8 observations" in glm_notes
+    drawn = {name: draw() for section in sections.values() for name, draw in section.figures.items()}
+    assert {"cooperation", "agreements_breaches", "norms_cooperation"} <= set(drawn)
+    assert [text.get_text() for text in drawn["norms_cooperation"].axes[0].get_legend().get_texts()] == list(
+        OWN_TREATMENTS)
+    plt.close("all")

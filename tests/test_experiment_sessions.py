@@ -159,5 +159,8 @@ def test_example_3_own_personas_with_a_fixed_partner_is_played_recorded_and_anal
     from analysis.__main__ import main as analysis_main
 
     assert analysis_main([str(folder), "--out", str(tmp_path / "report")]) == 0
-    # the report says where its own treatment is, rather than leaving it out of the paper's tables silently
-    assert "Treatments of the experiment&#x27;s own (H-T)" in (tmp_path / "report" / "report.html").read_text()
+    # the sections compare the experiment's own treatment and persona, not the paper's
+    assert "not in the sections below" not in (tmp_path / "report" / "report.html").read_text()
+    rates = _rows(tmp_path / "report" / "tables" / "cooperation_informed_cooperation_rates.csv")
+    assert {(row["who"], row["group"]) for row in rates} == {("participants", "H-T"), ("agents", "tit_for_tat")}
+    assert (tmp_path / "report" / "figures" / "cooperation_informed.png").exists()  # not the paper's fig1_
