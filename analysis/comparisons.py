@@ -8,7 +8,7 @@ analysis/results.py builds the lab's sections from these, analysis/simulation.py
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
 import pandas as pd
@@ -51,12 +51,16 @@ PAPER_LEADING_GROUPS = {
 class TreatmentLayout:
     """The groups the sections compare, in their order: the treatments (H-H first), those with
     agents, the agents' personas; ``leading_groups`` orients a section's pairs (PAPER_LEADING_GROUPS).
-    ``paper``: the paper's treatments, so the sections name the paper's figures and tables."""
+    ``paper``: the paper's treatments, so the sections name the paper's figures and tables. Each label
+    setting of ``label_settings`` has its sections; those of ``uninformed`` also ask who was believed
+    human."""
     treatments: tuple[str, ...]
     agent_treatments: tuple[str, ...]
     personas: tuple[str, ...]
     leading_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     paper: bool = False
+    label_settings: tuple[str, ...] = tuple(protocol.LABEL_SETTINGS)
+    uninformed: tuple[str, ...] = ("uninformed",)
 
     def leading(self, section_key: str) -> tuple[str, ...]:
         return self.leading_groups.get(section_key, ())
@@ -79,14 +83,18 @@ PAPER_LAYOUT = TreatmentLayout(TREATMENT_ORDER, AGENT_TREATMENTS, PERSONA_ORDER,
 def treatment_layout(experiment=None) -> TreatmentLayout:
     """The layout of the sessions' ``experiment`` (experiment_design.Experiment; None: the paper's).
     A design whose personas are some of the paper's, with the paper's codes, keeps the paper's layout;
-    any other compares H-H and its personas' treatments in the order of its [personas]."""
+    any other compares H-H and its personas' treatments in the order of its [personas]. Either way
+    its label settings are its own, in its order."""
     if experiment is None:
         return PAPER_LAYOUT
+    labels = experiment.design.labels  # its label settings, in its order
+    settings = dict(label_settings=tuple(labels),
+                    uninformed=tuple(name for name, setting in labels.items() if not setting.informed))
     codes = {name: experiment.treatment_code(name) for name in experiment.design.personas}
     if all(protocol.TREATMENT_CODES.get(name) == code for name, code in codes.items()):
-        return PAPER_LAYOUT
+        return replace(PAPER_LAYOUT, **settings)
     agent_treatments = tuple(codes.values())
-    return TreatmentLayout(("H-H", *agent_treatments), agent_treatments, tuple(codes))
+    return TreatmentLayout(("H-H", *agent_treatments), agent_treatments, tuple(codes), **settings)
 
 
 def oriented_pairs(groups: tuple[str, ...], leading: tuple[str, ...] = ()) -> list[tuple[str, str]]:

@@ -465,7 +465,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
     sections = [overview_section(decisions, exports, layout), annotation_section(kappa, resolved, template_path)]
     lab_rows = pd.concat([participants.loc[participants["treatment"].isin(layout.treatments), "label_setting"],
                           decisions.loc[decisions["treatment"].isin(layout.treatments), "label_setting"]])
-    settings_present = _present(lab_rows, protocol.LABEL_SETTINGS)
+    settings_present = _present(lab_rows, layout.label_settings)
     if (decisions["treatment"] == SIMULATION_TREATMENT).any():
         sections.append(simulation_section(sides, decisions))
     for label_setting in settings_present:
@@ -483,7 +483,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
             ("motives", lambda: motives_section(motives, conversations, label_setting, layout)),
             ("perception_glm", lambda: perception_glm_section(people, label_setting, layout)),
         ]
-        if label_setting == "uninformed":
+        if label_setting in layout.uninformed:
             builders.append(("believed_human", lambda: believed_human_section(people, label_setting, layout)))
         for key, build in builders:
             try:
@@ -492,7 +492,7 @@ def analyse(exports: Exports, *, template_path: Path | None = None,
                 section = Section(key, "Not computed", "", label_setting,
                                   notes=[f"This part could not be computed: {type(error).__name__}: {error}"])
             informed_ref, uninformed_ref = PAPER_REFERENCES[section.key]
-            layout.attribute(section, informed_ref if label_setting == "informed" else uninformed_ref)
+            layout.attribute(section, uninformed_ref if label_setting in layout.uninformed else informed_ref)
             section.title = f"{section.title} — {_label_title(label_setting)}"
             sections.append(section)
     return Analysis(exports, decisions, conversations, sides, participants, agents, resolved, kappa, sections,

@@ -139,10 +139,34 @@ def test_the_paper_s_personas_keep_the_paper_s_layout():
     from analysis.comparisons import PAPER_LAYOUT, treatment_layout
 
     for name in ("paper", "stag_hunt", "fixed_partner_one_message"):
-        assert treatment_layout(ed.load(ed.EXPERIMENTS_DIR / f"{name}.toml")) is PAPER_LAYOUT
+        assert treatment_layout(ed.load(ed.EXPERIMENTS_DIR / f"{name}.toml")) == PAPER_LAYOUT
     layout = treatment_layout(ed.load(ed.EXPERIMENTS_DIR / f"{TIT_FOR_TAT}.toml"))
     assert (layout.treatments, layout.agent_treatments, layout.personas, layout.paper) == (
         OWN_TREATMENTS, OWN_TREATMENTS[1:], OWN_PERSONAS, False)
+
+
+def test_an_experiment_s_own_label_settings_have_their_sections(tmp_path):
+    """Label settings named by the experiment (not informed/uninformed): each has its sections, the
+    uninformed one asks who was believed human, and the paper's figures stay the paper's."""
+    from analysis.comparisons import treatment_layout
+
+    text = (ed.EXPERIMENTS_DIR / "paper.toml").read_text(encoding="utf-8")
+    text = (text.replace("[labels.informed]", "[labels.ai_told]").replace("[labels.uninformed]", "[labels.not_told]")
+            .replace('label_settings = ["informed", "uninformed"]', 'label_settings = ["ai_told", "not_told"]'))
+    experiment = ed.load_text(text, "own_labels")
+    renamed = {"informed": "ai_told", "uninformed": "not_told"}
+    parameters = synthetic.SyntheticParameters(participants_per_session=4, game_orders=("WC-WoC",),
+                                               treatments=("H-H", "H-F"))
+    tables = {name: table.assign(label_setting=table["label_setting"].replace(renamed))
+              if "label_setting" in table else table for name, table in synthetic.generate(parameters, seed=3).items()}
+    synthetic.write(tables, tmp_path)
+    layout = treatment_layout(experiment)
+    assert (layout.label_settings, layout.uninformed, layout.paper) == (("ai_told", "not_told"), ("not_told",), True)
+    analysis = analyse(load_exports(tmp_path, experiment), layout=layout)
+    cooperation = {s.label_setting: s for s in analysis.sections if s.key == "cooperation"}
+    assert set(cooperation) == {"ai_told", "not_told"}
+    assert cooperation["ai_told"].reproduces.startswith("Fig. 1")
+    assert [s.label_setting for s in analysis.sections if s.key == "believed_human"] == ["not_told"]
 
 
 def test_the_cooperation_section_compares_the_experiment_s_own_treatments(own_personas_analysis):
