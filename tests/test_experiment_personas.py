@@ -79,8 +79,8 @@ def test_an_experiment_s_own_personas_and_labels_are_played_recorded_and_analyse
     # what participants see: oTree's debug panel (a try-out server's, never production's) lists every text
     shown = {path.name: path.read_text(encoding="utf-8").split('<div class="card debug-info">')[0]
              for path in pages.iterdir()}
-    # each participant's welcome, both games' intro and decisions, and payment page
-    assert len(shown) == (2 + 2 + 4) * (1 + 2 * (1 + ROUNDS) + 1)
+    # each participant's welcome, both games' intro and decisions, norm estimates and payment page
+    assert len(shown) == (2 + 2 + 4) * (1 + 2 * (1 + ROUNDS) + 1 + 1)
     assert not any("intelligent machines" in page for page in shown.values())  # the paper's words are not this file's
 
     # The file's currency, where participants read money.
