@@ -71,6 +71,23 @@ def run_bots(workdir: Path, config: str, participants: int, overrides: dict, dat
     return result
 
 
+
+def completed_session_code(result: subprocess.CompletedProcess) -> str:
+    """The code of the session a ``run_bots`` run completed (its output names it)."""
+    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+
+
+def run_test_experiment_bots(workdir: Path, config: str, participants: int, overrides: dict, pages: Path, *,
+                             database_url: str = "", export_dir: Path | None = None, database: str = "rehearsal",
+                             extra_env: dict | None = None) -> str:
+    """``run_bots`` of a config of the tests' own experiment files (LAB_TEST_EXPERIMENTS), the bots
+    keeping the pages they check in ``pages`` (LAB_BOT_PAGES, made here); the session's code."""
+    pages.mkdir(exist_ok=True)
+    result = run_bots(workdir, config, participants, overrides, database_url, export_dir=export_dir,
+                      database=database, extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages),
+                                                    **(extra_env or {})})
+    return completed_session_code(result)
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

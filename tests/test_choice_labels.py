@@ -217,17 +217,14 @@ def _rows(path) -> list[dict]:
 @pytest.mark.server
 def test_a_labelled_session_shows_the_labels_stores_the_ids_and_prompts_the_agents_with_the_labels(project_copy,
                                                                                                    tmp_path):
-    from tests.lab_server import run_bots
+    from tests.lab_server import run_test_experiment_bots
 
     folder, pages = tmp_path / "export", tmp_path / "pages"
-    pages.mkdir()
     # oTree's bots check the quiz's questions, the decision buttons and the result name the labels
     # (instructions/tests.py, lab/agent_runtime/bots.py); the pages they keep are read here.
-    result = run_bots(project_copy, "test_labels_hf_informed_wc_first", 2,
-                      {"rounds_per_game": ROUNDS, "llm_provider": "simulated", "language": "zh_hans"},
-                      database_url="", export_dir=folder,
-                      extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
-    code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    code = run_test_experiment_bots(project_copy, "test_labels_hf_informed_wc_first", 2,
+                                    {"rounds_per_game": ROUNDS, "llm_provider": "simulated", "language": "zh_hans"},
+                                    pages, export_dir=folder)
 
     shown = {path.name: path.read_text(encoding="utf-8").split('<div class="card debug-info">')[0]
              for path in Path(pages).glob(f"{code}_*.html")}

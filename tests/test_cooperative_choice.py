@@ -112,13 +112,10 @@ def test_the_dashboard_counts_the_session_s_cooperative_choice_and_shows_no_rate
 
 
 def _play(project_copy, config: str, folder, pages) -> str:
-    from tests.lab_server import run_bots
+    from tests.lab_server import run_test_experiment_bots
 
-    pages.mkdir()
-    result = run_bots(project_copy, config, 4, {"rounds_per_game": ROUNDS, "language": "en"},
-                      database_url=DATABASE, export_dir=folder, database="lab",
-                      extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
-    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    return run_test_experiment_bots(project_copy, config, 4, {"rounds_per_game": ROUNDS, "language": "en"}, pages,
+                                    database_url=DATABASE, export_dir=folder, database="lab")
 
 
 @pytest.mark.server

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from experiment_design import PROJECT_DIR, TEST_EXPERIMENTS_DIR, load
-from tests.lab_server import run_bots
+from tests.lab_server import run_test_experiment_bots
 from tests.test_data_package import _validate
 
 ROUNDS = 2
@@ -26,10 +26,8 @@ ROLEPLAY = (PROJECT_DIR / TFT.roleplay_file("tit_for_tat", "en")).read_text(enco
 
 
 def _bots(project_copy, database_url, config, participants, folder, pages, **overrides) -> str:
-    result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
-                      database_url=database_url, export_dir=folder,
-                      extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
-    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    return run_test_experiment_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
+                                    pages, database_url=database_url, export_dir=folder)
 
 
 def _rows(path) -> list[dict]:
@@ -49,7 +47,6 @@ def _associates_sentence(pages: Path, code: str) -> set[str]:
 def test_an_experiment_s_own_personas_and_labels_are_played_recorded_and_analysed(project_copy, database_url,
                                                                                   tmp_path):
     folder, pages = tmp_path / "export", tmp_path / "pages"
-    pages.mkdir()
     reciprocating = _bots(project_copy, database_url, "test_tft_ht_informed_wc_first", 2, folder, pages,
                           llm_provider="simulated")
     cooperator = _bots(project_copy, database_url, "test_tft_hu_uninformed_woc_first", 2, folder, pages,

@@ -14,7 +14,7 @@ import pytest
 from agents.simulated import MESSAGE_TEMPLATES
 from experiment_design import EXPERIMENTS_DIR, TEST_EXPERIMENTS_DIR, load
 from lab.base import i18n
-from tests.lab_server import run_bots
+from tests.lab_server import run_test_experiment_bots
 from tests.test_data_package import _validate
 
 ROUNDS = 2
@@ -38,11 +38,9 @@ def test_the_german_lab_runs_in_german_on_a_server_of_another_language():
 @pytest.mark.server
 def test_a_german_session_shows_german_pages_and_its_agents_chat_in_german(project_copy, tmp_path):
     folder, pages = tmp_path / "export", tmp_path / "pages"
-    pages.mkdir()
-    result = run_bots(project_copy, "test_de_hf_informed_wc_first", 2,
-                      {"rounds_per_game": ROUNDS, "llm_provider": "simulated"}, export_dir=folder,
-                      extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages), "OTREE_LANGUAGE_CODE": "de"})
-    code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    code = run_test_experiment_bots(project_copy, "test_de_hf_informed_wc_first", 2,
+                                    {"rounds_per_game": ROUNDS, "llm_provider": "simulated"}, pages,
+                                    export_dir=folder, extra_env={"OTREE_LANGUAGE_CODE": "de"})
 
     # What participants read: every kept page in German, as <html lang> says.
     shown = {path.name: path.read_text(encoding="utf-8").split('<div class="card debug-info">')[0]

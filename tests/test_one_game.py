@@ -113,11 +113,10 @@ def _rows(path) -> list[dict]:
 
 def _bots(project_copy, config: str, participants: int, folder, pages, language: str) -> str:
     """A session of ``config`` in ``language`` played by oTree's bots on SQLite; its code."""
-    from tests.lab_server import run_bots
+    from tests.lab_server import run_test_experiment_bots
 
-    result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, "language": language},
-                      export_dir=folder, extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
-    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    return run_test_experiment_bots(project_copy, config, participants,
+                                    {"rounds_per_game": ROUNDS, "language": language}, pages, export_dir=folder)
 
 
 @pytest.mark.server
@@ -126,7 +125,6 @@ def test_a_session_of_only_the_game_with_chat_is_played_paid_exported_and_analys
     from tests.test_data_package import _validate
 
     folder, pages = tmp_path / "export", tmp_path / "pages"
-    pages.mkdir()
     code = _bots(project_copy, "test_one_chat_hh_informed_wc_only", 4, folder, pages, "en")
 
     manifest = json.loads((folder / f"manifest_{code}.json").read_text(encoding="utf-8"))
@@ -169,7 +167,6 @@ def test_a_session_of_only_the_game_without_chat_with_a_fixed_partner_is_paid_an
     from analysis.__main__ import main as analysis_main
 
     folder, pages = tmp_path / "export", tmp_path / "pages"
-    pages.mkdir()
     code = _bots(project_copy, "test_one_no_chat_hh_informed_woc_only", 2, folder, pages, "zh_hans")
     decisions = _rows(folder / f"payment_custom_export_decisions_{code}.csv")
     assert {(row["game"], row["game_index"]) for row in decisions} == {("WoC", "1")}

@@ -149,13 +149,10 @@ def test_the_data_dictionary_describes_the_session_s_norm_estimates():
 def _play(project_copy, config: str, language: str, folder: Path, pages: Path) -> str:
     """A bot session of 4 of a tests' own file's config; its code. Kept in the project copy's database
     (the dashboard reads it)."""
-    from tests.lab_server import run_bots
+    from tests.lab_server import run_test_experiment_bots
 
-    pages.mkdir()
-    result = run_bots(project_copy, config, 4, {"rounds_per_game": ROUNDS, "language": language},
-                      database_url=DATABASE, export_dir=folder, database="lab",
-                      extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages)})
-    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    return run_test_experiment_bots(project_copy, config, 4, {"rounds_per_game": ROUNDS, "language": language},
+                                    pages, database_url=DATABASE, export_dir=folder, database="lab")
 
 
 @pytest.mark.server
