@@ -221,21 +221,29 @@ class PersonaAgent:
                 status, parsed = TurnStatus.OK.value, record.parsed
                 exchange.append({"role": "assistant", "content": record.raw_reply})
             reasks = getattr(self.model.settings, "reasks", 1)
+            first_sent, first_trimmed = sent, trimmed
             while (status == TurnStatus.FALLBACK.value and record.status in REASKABLE and len(calls) <= reasks
                    and model_deadline - time.monotonic() >= MIN_REASK_SECONDS):
-                # Each re-ask shows the model its latest reply and what was wrong with it (not every
-                # earlier one: a small model copies its own mistakes back).
                 too_long = "message_too_long" in record.flags
-                reask = prompts.reask_prompt(is_decision, too_long=too_long, max_chars=self.message_max_chars,
-                                             problem=self._problem(kind, record.status, record.raw_reply),
-                                             experiment=self.experiment, language=self.language)
-                bad_reply = record.raw_reply or EMPTY_REPLY
-                refit = self._fit([ChatMessage("user", prompt), ChatMessage("assistant", bad_reply),
-                                   ChatMessage("user", reask)], round_number)
-                if isinstance(refit, CallRecord):
-                    break
-                exchange[1:] = [{"role": "assistant", "content": bad_reply}, {"role": "user", "content": reask}]
-                sent, trimmed = refit
+                if getattr(self.model.settings, "grammar", None) and not too_long:
+                    # Under a grammar the server gives the reply its shape, so what was wrong is what
+                    # the model chose to write, and a small model shown it writes it again (SmolLM2:
+                    # the same echo three times). The re-ask is a new draw of the same prompt.
+                    sent, trimmed = first_sent, first_trimmed
+                    del exchange[1:]
+                else:
+                    # The re-ask shows the model its latest reply and what was wrong with it (not
+                    # every earlier one: a small model copies its own mistakes back).
+                    reask = prompts.reask_prompt(is_decision, too_long=too_long, max_chars=self.message_max_chars,
+                                                 problem=self._problem(kind, record.status, record.raw_reply),
+                                                 experiment=self.experiment, language=self.language)
+                    bad_reply = record.raw_reply or EMPTY_REPLY
+                    refit = self._fit([ChatMessage("user", prompt), ChatMessage("assistant", bad_reply),
+                                       ChatMessage("user", reask)], round_number)
+                    if isinstance(refit, CallRecord):
+                        break
+                    exchange[1:] = [{"role": "assistant", "content": bad_reply}, {"role": "user", "content": reask}]
+                    sent, trimmed = refit
                 record = await self._call(sent, round_number, kind, len(calls) + 1, model_deadline, trimmed,
                                           self._reask_options(shape, len(calls)))
                 calls.append(record)
@@ -362,7 +370,7 @@ class PersonaAgent:
             if parsed is None:
                 status = CallStatus.REFUSAL.value if is_refusal(reply.text) else CallStatus.PARSE_ERROR.value
         if status != CallStatus.OK.value and reply.status in (CallStatus.OK.value, CallStatus.LENGTH.value):
-            # what was wrong with the reply: on the record, and the re-ask says it
+            # what was wrong with the reply: on the record, and a re-ask without a grammar says it
             error = "; ".join(filter(None, [error, self._problem(kind, status, reply.text)]))
         record.raw_reply, record.parsed, record.status, record.error = reply.text, parsed, status, error
         record.reasoning, record.flags = reasoning, ",".join(flags)

@@ -145,15 +145,18 @@ _ECHO = re.compile(_OPENINGS + f"(?![{ECHO_WORD_ENDINGS}](?:[^A-Za-z]|$))")
 _ECHO_WHOLE = re.compile(_OPENINGS + f"[{ECHO_WORD_ENDINGS}]?" + r"[\W_]*")  # the message is the opening alone
 # The placeholder or the format's sentence further in ("This is the message you want to send",
 # "insert message here", "You can send the message in English here", "…how to generate your first
-# message", a message ending on "message": SmolLM2, en, 10 rounds, two re-asks), read in the message's
-# letters alone (runs on of words and spellings alike): the parser refuses it anywhere; the
-# grammar, which would have to grow by a copy of it at every character, does not.
+# message", a message ending on "message", "the message you are sending", "send me another message to
+# say", "Your Named End": SmolLM2, en, 10 rounds, two re-asks), read in the message's letters alone
+# (runs on of words and spellings alike): the parser refuses it anywhere; the grammar, which would
+# have to grow by a copy of it at every character, does not. Barring "messag" inside the grammar
+# was tried: SmolLM2, stopped mid-word, wrote "EeEsSaeEsS…" on instead.
 _PLACEHOLDER_WITHIN = re.compile(r"(?:message|msg)(?:that|which)?(?:i|you|we)(?:want|wanna|wouldlike)(?:to)?"
                                  r"(?:send|share|add)|placeholder|send(?:the|a|your)?(?:first|second)?message"
                                  r"|messages?(?:tome|toyou)?(?:here|inenglish|inchinese)|(?:you|i|we)(?:want|wanna)(?:to)?send"
                                  r"|^messages?of(?:your|my)associates?|firstmessageinthisstep|^insert[a-z]{0,20}here"
                                  r"|your(?:(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|next"
-                                 r"|last)(?:and)?)+messages?|messaged?$|messages$")
+                                 r"|last)(?:and)?)+messages?|messaged?$|messages$"
+                                 r"|(?:message|msg)(?:you|i|we|here|text|in|to)|yourname|wanttosend|wannasend")
 
 
 def is_echo(message: str) -> bool:
@@ -320,8 +323,11 @@ def message_problem(reply: Optional[str], max_chars: int = protocol.MESSAGE_MAX_
         return "the reply refused the task instead of answering it"
     if not any(pattern.search(strip_html(answer)) for pattern in _MESSAGE_PATTERNS):
         return "it contained no message inside <>"
-    return ("the text inside <> was empty, markup, or the format's placeholder echoed (\"The message you want "
-            "to send\"), not a message to your associate")
+    # Never quote the placeholder back: a small model copies what the re-ask shows it.
+    inside = [_clean_message(m.group(1)) for pattern in _MESSAGE_PATTERNS for m in pattern.finditer(strip_html(answer))]
+    if any(text and (is_echo(text) or text.lower().rstrip(".") in NOT_MESSAGES) for text in inside):
+        return "the text inside <> repeated the instructions' words instead of saying something to your associate"
+    return "the text inside <> was empty or markup, not something said to your associate"
 
 
 def choice_problem(reply: Optional[str], choices: Optional[Mapping[str, str]] = None) -> str:

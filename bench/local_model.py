@@ -15,7 +15,7 @@ Per language it prints the capacity the check computed beside what the run achie
 seconds per stage, predicted vs the median call; turns settled per stage and round), the turns
 settled by the model (ok or re-asked), the messages delivered, echo-like messages delivered, zh
 messages holding Chinese, the share of the server's time spent on requests the lab abandoned,
-and the machine's load; the figure last.
+and the machine's load, and what the model wrote on each turn it did not settle; the figure last.
 
     .venv/bin/python bench/local_model.py [--unseeded-requests] [--rounds 10] [--languages zh,en]
         [--agents N] [--max-tokens 128] [--reasks 2] [--server llama-server --parallel 2]
@@ -192,7 +192,9 @@ def run_language(args, python: str, binary, workdir: Path, language: str) -> dic
         server_seconds=server_seconds, server_cpu=cpu, wall=wall, per_stage=per_stage,
         statuses=_count(c.status for c in calls),
         fallbacks=_count(t.fallback_reason for _, t in turns if t.status == "fallback"),
-        load=(load_before[0], load_after[0]), examples=delivered[:6])
+        load=(load_before[0], load_after[0]), examples=delivered[:6],
+        failed=[(turn.turn, [(call.status, (call.raw_reply or "")[-160:]) for call in turn.calls])
+                for _, turn in turns if turn.status == "fallback"])
 
 
 def _count(values) -> str:
@@ -233,6 +235,8 @@ def main() -> int:
             print(f"   {row['turns']} turns, {row['calls']} calls in {row['wall']:.0f} s; calls: {row['statuses']}; "
                   f"fallbacks: {row['fallbacks']}; delivered e.g. {row['examples']}; echo-like delivered: {row['echo_like']}",
                   flush=True)
+            for stage, calls in row["failed"]:  # what the model wrote on the turns it did not settle
+                print(f"   fallback {stage}: " + " | ".join(f"{status}: {reply!r}" for status, reply in calls), flush=True)
     served = (f"llama-server, {args.parallel} slot(s)" if binary else "llama-cpp-python 0.3.36, 1 slot")
     print()
     print(f"SmolLM2-135M-Instruct on {served}, {os.cpu_count()} threads; H-F session agents vs scripted participants, "

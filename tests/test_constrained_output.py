@@ -152,9 +152,11 @@ def test_cloud_providers_are_never_probed_and_stay_off(fake_llm, monkeypatch):
     assert "grammar" not in chat_requests(fake_llm)[0]
 
 
-def test_the_reask_says_what_was_wrong_at_a_slightly_higher_temperature(fake_llm):
-    replies = iter(["STEP 1: ... I would send a friendly note.", MESSAGE_OK,
-                    "I will pick A, probably.", DECISION_OK])
+def test_under_the_grammar_a_reask_is_a_new_draw_of_the_same_prompt_at_a_slightly_higher_temperature(fake_llm):
+    """The server shapes the reply, so what was wrong is what the model wrote; shown its reply, a
+    small model writes it again (SmolLM2: the same echo three times), so it is not shown it."""
+    echo = "STEP 1: B: 80/10\nSTEP 2: A: 70/70\nSTEP 3: A/A\nSTEP 4: <The message you want to send>"
+    replies = iter([echo, MESSAGE_OK, "I will pick A, probably.", DECISION_OK])
     fake_llm.set(reply=lambda request, api: next(replies))
     agent = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="on")), language="en",
                          seed=1)
@@ -168,19 +170,36 @@ def test_the_reask_says_what_was_wrong_at_a_slightly_higher_temperature(fake_llm
     assert (message.status, message.text, decision.status, decision.choice) == ("reasked", "Let's both choose A!",
                                                                                   "reasked", "A")
     first, second, third, fourth = chat_requests(fake_llm)
-    assert second["messages"][-1]["content"].splitlines()[-1] == \
-        "What was wrong with your last reply: it contained no message inside <>."
-    assert fourth["messages"][-1]["content"].splitlines()[-1] == (
-        "What was wrong with your last reply: it did not end with the sentence I DECIDE TO CHOOSE [A] or "
-        "I DECIDE TO CHOOSE [B].")
+    assert second["messages"] == first["messages"] and fourth["messages"] == third["messages"]
     assert (first["temperature"], first["seed"]) == (0.7, 5)
     assert (second["temperature"], second["seed"]) == (0.9, 6)  # never the identical request
     assert second["grammar"] == first["grammar"]
-    # the attempt rows say so: attempt 2, its temperature and seed, the problem of attempt 1
+    # the attempt rows say so: attempt 2, its temperature and seed, what was wrong with attempt 1
     calls = message.calls + decision.calls
     assert [(c.attempt, c.parameters["temperature"], c.parameters["seed"]) for c in calls] == [
         (1, 0.7, 5), (2, 0.9, 6), (1, 0.7, 5), (2, 0.9, 6)]
-    assert calls[0].status == "parse_error" and calls[0].error == "it contained no message inside <>"
+    assert calls[0].status == "parse_error"
+    assert calls[0].error == "the text inside <> repeated the instructions' words instead of saying something to your associate"
+    assert calls[2].error == "it did not end with the sentence I DECIDE TO CHOOSE [A] or I DECIDE TO CHOOSE [B]"
+    # the agent remembers the prompt and the reply it used, not the malformed one
+    remembered = [entry["content"] for entry in agent.conversation]
+    assert echo not in remembered and "I will pick A, probably." not in remembered
+    assert remembered[-2:] == [third["messages"][-1]["content"], DECISION_OK]
+
+
+def test_without_the_grammar_the_reask_says_what_was_wrong_never_quoting_the_placeholder(fake_llm):
+    replies = iter(["STEP 4: <The message you want to send>", MESSAGE_OK])
+    fake_llm.set(reply=lambda request, api: next(replies))
+    agent = PersonaAgent("agent-1", "fair", build_model(config(fake_llm, constrained_output="off")), language="en",
+                         seed=1)
+    message = asyncio.run(agent.message_1(1, deadline=time.monotonic() + 30))
+    assert (message.status, message.text) == ("reasked", "Let's both choose A!")
+    first, second = chat_requests(fake_llm)
+    assert second["messages"][-2] == {"role": "assistant", "content": "STEP 4: <The message you want to send>"}
+    assert second["messages"][-1]["content"].splitlines()[-1] == (
+        "What was wrong with your last reply: the text inside <> repeated the instructions' words instead of "
+        "saying something to your associate.")
+    assert (second["temperature"], second["seed"]) == (0.9, 6)
 
 
 def test_test_model_runs_the_personas_one_after_another_and_shows_each_attempt():

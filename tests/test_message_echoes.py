@@ -90,13 +90,14 @@ def test_an_echo_is_refused_in_any_case_and_spacing_and_a_word_that_goes_on_is_n
                  "YourFirst message", "your  name", "Message.", "msg!", "I wanna share", "A placeholder text"):
         assert is_echo(echo) or parse_message(f"<{echo}>") is None, echo
         assert not allowed_by_grammar(echo.replace("  ", " "), MESSAGE_SHAPES[1]), echo
-    for fine in ("Messaging you: A", "The messenger", "Your names are safe with me", "Sent a smile: A"):
+    for fine in ("Messaging you: A", "The messenger", "Sent a smile: A"):
         assert not is_echo(fine) and allowed_by_grammar(fine, MESSAGE_SHAPES[1]), fine
     # an opening turned plural or past: the grammar and the parser bar it as the whole message
     # (the parser also with marks after it), and let it go on
     for whole in ("The messages", "your named", "THIS MESSAGEs", "Your first messages"):
         assert is_echo(whole) and not allowed_by_grammar(whole, MESSAGE_SHAPES[1]), whole
-    assert is_echo("Your names?") and allowed_by_grammar("Your names?", MESSAGE_SHAPES[1])
+    for names in ("Your names?", "Your names are safe with me"):  # "your name" anywhere: the parser's
+        assert is_echo(names) and allowed_by_grammar(names, MESSAGE_SHAPES[1]), names
     for going_on in ("Messages are fine", "My messaged plan"):
         assert allowed_by_grammar(going_on, MESSAGE_SHAPES[1]) and not is_echo(going_on), going_on
     # barred from ending or spacing after an opening, SmolLM2 ran it on in lower case: an echo still
@@ -120,8 +121,8 @@ def _message_2(model, language="zh"):
 
 def test_a_zh_agent_of_a_local_model_writes_chinese_messages(fake_llm):
     """The grammar opens a zh message with a Han character; a reply without one (a server that
-    did not obey) is refused and re-asked, saying why. SmolLM2 delivered no Chinese character in
-    zh sessions before: its messages were English echoes of the prompt."""
+    did not obey) is refused, on record why, and drawn again. SmolLM2 delivered no Chinese
+    character in zh sessions before: its messages were English echoes of the prompt."""
     replies = iter(["Sure! <Let's both choose A>", "好的！<咱们都选A吧>"])
     fake_llm.set(reply=lambda request, api: next(replies))
     turn = _message_2(build_model(_local(fake_llm)))
@@ -129,8 +130,7 @@ def test_a_zh_agent_of_a_local_model_writes_chinese_messages(fake_llm):
     first, second = (request for api, request in fake_llm.requests)
     assert re.search(r'^message ::= \[\u4e00-\u9fff\] ', first["grammar"], re.M)
     assert turn.calls[0].error == "the message inside <> was not in Chinese; the chat is in Chinese"
-    assert second["messages"][-1]["content"].endswith(
-        "What was wrong with your last reply: the message inside <> was not in Chinese; the chat is in Chinese.")
+    assert second["messages"] == first["messages"]  # under the grammar: a new draw of the same prompt
     assert [c.parameters["chinese_messages"] for c in turn.calls] == [True, True]
     assert turn.calls[0].parameters["grammar"].startswith("message steps=0 chars=128 chinese sha256=")
 

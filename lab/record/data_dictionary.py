@@ -240,7 +240,8 @@ LLM_CALLS = {
     "agent_id": _c("the agent, e.g. agent-3"),
     "round_number": ROUND,
     "turn": _c("which turn the call was for", enum=("message_1", "message_2", "decision")),
-    "attempt": _c("1 = first ask, 2 and on = the re-asks after a malformed reply (llm_reasks)", "integer"),
+    "attempt": _c("1 = first ask, 2 and on = the re-asks after a malformed reply (llm_reasks; under a grammar each "
+                  "is a new draw of the same prompt, its messages show what was sent)", "integer"),
     "provider": _c("model provider", enum=("openai", "anthropic", "openai_compatible", "gemini", "simulated")),
     "model": _c("model name as the provider spells it"),
     "parameters": _c("sampling parameters as sent (temperature, max_tokens, seed, ...)", "object"),
