@@ -12,7 +12,7 @@ import re
 import pytest
 
 from tests.browser_participant import admin_login, launch_browser
-from tests.lab_server import run_bots
+from tests.lab_server import completed_session_code, run_bots
 
 ROUNDS = 2
 ADMIN_PASSWORD = "test-admin-password"
@@ -53,7 +53,7 @@ def test_dashboard_points_show_value_and_n_and_an_expired_login_says_so(lab_serv
     result = run_bots(project_copy, "hf_informed_wc_first", 3,
                       {"rounds_per_game": ROUNDS, "llm_provider": "simulated", "llm_simulated_latency": 2,
                        "decision_seconds": 1}, database_url=database_url, database="lab")  # the server shows it
-    code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    code = completed_session_code(result)
     server = lab_server(database_url, OTREE_AUTH_LEVEL="STUDY", OTREE_ADMIN_PASSWORD=ADMIN_PASSWORD,
                         LAB_MAX_ROUNDS_PER_GAME=str(ROUNDS))
 

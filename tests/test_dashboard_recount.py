@@ -26,7 +26,7 @@ import protocol
 from intervals import wilson_interval
 from lab.experimenter.proposals import PAPER, ChatReading, proposed_choice
 from tests import processes
-from tests.lab_server import PYTHON, lab_env, run_bots
+from tests.lab_server import PYTHON, completed_session_code, lab_env, run_bots
 
 ROUNDS = 3
 SIMULATED = {"llm_provider": "simulated"}
@@ -182,7 +182,7 @@ def test_dashboard_numbers_match_a_recount_from_the_exports(project_copy, databa
         result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
                           database_url=database, export_dir=tmp_path / config,
                           database="lab")  # kept in the project's database: the dashboards are read from it
-        codes[config] = result.stdout.split("Bots completed session ", 1)[1].split()[0]
+        codes[config] = completed_session_code(result)
     shown_all = processes.run(
         [PYTHON, "-c", DASHBOARDS, *codes.values()], cwd=project_copy, capture_output=True, text=True, timeout=300,
         env=lab_env(database, LAB_MAX_ROUNDS_PER_GAME=str(ROUNDS)))

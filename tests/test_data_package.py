@@ -21,7 +21,7 @@ import requests
 
 from lab.record.data_package import UNDESCRIBED
 from tests import processes
-from tests.lab_server import PROJECT, PYTHON, lab_env, run_bots
+from tests.lab_server import PROJECT, PYTHON, completed_session_code, lab_env, run_bots
 
 ROUNDS = 2
 ADMIN_PASSWORD = "test-admin-password"
@@ -32,7 +32,7 @@ def _bots(project_copy, database_url, config, participants, export_dir=None, **o
     result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
                       database_url=database_url, export_dir=export_dir,
                       database="lab")  # kept in the project's database: the admin test serves it
-    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    return completed_session_code(result)
 
 
 def frictionless_executable() -> str:
@@ -98,7 +98,7 @@ def test_bot_sessions_export_a_valid_self_describing_package(project_copy, datab
     assert decisions["timed_out"]["type"] == "boolean" and decisions["timed_out"]["trueValues"] == ["True"]
     assert _resource(package, f"payment_custom_export_decisions_{hh}")["rows"] == 4 * 2 * ROUNDS
     wide = _fields(_resource(package, f"all_apps_wide_{hh}"))
-    assert "game_with_chat, round 2" in wide[f"game_with_chat.2.player.choice"]["description"]
+    assert "game_with_chat, round 2" in wide["game_with_chat.2.player.choice"]["description"]
     assert wide["questionnaire.1.player.svo_angle"]["unit"] == "degrees"
     readme = (folder / "README.txt").read_text()
     assert f"Session {hh}: H-H, 4 participants" in readme and f"Session {hf}: H-F" in readme

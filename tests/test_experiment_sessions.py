@@ -13,7 +13,7 @@ import re
 import pytest
 
 from experiment_design import EXPERIMENTS_DIR, load
-from tests.lab_server import run_bots
+from tests.lab_server import completed_session_code, run_bots
 from tests.test_data_package import _validate
 
 ROUNDS = 2
@@ -23,7 +23,7 @@ STAG_HUNT = load(EXPERIMENTS_DIR / "stag_hunt.toml")
 def _bots(project_copy, database_url, config, participants, export_dir, **overrides) -> str:
     result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
                       database_url=database_url, export_dir=export_dir)
-    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    return completed_session_code(result)
 
 
 def _rows(path) -> list[dict]:

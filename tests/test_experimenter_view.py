@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from tests.browser_participant import admin_login, launch_browser
-from tests.lab_server import run_bots
+from tests.lab_server import completed_session_code, run_bots
 
 ROUNDS = 2
 ADMIN_PASSWORD = "test-admin-password"
@@ -21,7 +21,7 @@ ADMIN_PASSWORD = "test-admin-password"
 def _bots(project_copy, database_url, config, participants, **overrides):
     result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides},
                       database_url=database_url, database="lab")
-    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    return completed_session_code(result)
 
 
 @pytest.mark.browser

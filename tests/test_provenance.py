@@ -19,7 +19,7 @@ import pytest
 
 from lab.record.manifest import FROZEN, NOT_FROZEN, REDACTED
 from tests import processes
-from tests.lab_server import PROJECT, PYTHON, lab_env, run_bots
+from tests.lab_server import PROJECT, PYTHON, completed_session_code, lab_env, run_bots
 from tests.test_data_package import _fields, _resource, _unzip, _validate
 
 ROUNDS = 2
@@ -103,7 +103,7 @@ def test_prompt_changed_after_the_session_does_not_change_its_manifest(tmp_path,
         "rounds_per_game": ROUNDS, "llm_api_key_env": "LAB_TEST_KEY", "llm_model": f"persona-{SECRET}",
         "llm_max_tokens": 700}, database_url, export_dir=at_creation, extra_env={"LAB_TEST_KEY": SECRET},
         database="lab")  # the session stays in the project's database for the later exports
-    code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    code = completed_session_code(result)
     created = json.loads((at_creation / f"manifest_{code}.json").read_text())
     assert created["provenance"] == FROZEN and created["differs_at_export"] == {}
     assert created["project_version"] == commit, "a clean commit at creation"

@@ -14,7 +14,7 @@ import pytest
 from experiment_design import EXPERIMENTS_DIR, TEST_EXPERIMENTS_DIR, load
 from lab.base.offered_experiments import not_runnable
 from lab.otree_patches.page_order import reordered
-from tests.lab_server import run_bots
+from tests.lab_server import completed_session_code, run_bots
 
 REORDERED = load(TEST_EXPERIMENTS_DIR / "questionnaires_reordered.toml")
 # What the session's page list holds of each page (as otree.lookup.PageLookup), and pages of an app.
@@ -66,7 +66,7 @@ def test_a_file_s_own_questionnaire_order_is_shown_numbered_and_recorded(project
     result = run_bots(project_copy, "test_reordered_hf_uninformed_woc_first", 2,
                       {"rounds_per_game": 1, "llm_provider": "simulated"}, export_dir=folder,
                       extra_env={"LAB_TEST_EXPERIMENTS": "1"})
-    code = result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    code = completed_session_code(result)
 
     listed = REORDERED.design.questionnaires.pages  # demographics, social_value_orientation, ...
     times = sorted(_rows(folder / f"PageTimes_{code}.csv"), key=lambda row: int(row["page_index"]))

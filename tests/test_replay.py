@@ -15,7 +15,7 @@ import re
 import pytest
 
 from tests import processes
-from tests.lab_server import PYTHON, lab_env, run_bots
+from tests.lab_server import PYTHON, completed_session_code, lab_env, run_bots
 
 ROUNDS = 2
 RENDER = """
@@ -55,7 +55,7 @@ def _cards(page: str) -> list[tuple[str, int, str]]:
 def _session(project_copy, database, config, participants, **overrides) -> str:
     result = run_bots(project_copy, config, participants, {"rounds_per_game": ROUNDS, **overrides}, database,
                       database="lab")  # the replay reads it afterwards
-    return result.stdout.split("Bots completed session ", 1)[1].split()[0]
+    return completed_session_code(result)
 
 
 @pytest.mark.server
