@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def postgres_url():
     if not POSTGRES_AVAILABLE:
         pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN_URL}")
     import psycopg2
+    import psycopg2.errors
 
     name = f"lab_test_{uuid.uuid4().hex[:12]}"
     admin = psycopg2.connect(PG_ADMIN_URL)
@@ -42,9 +44,17 @@ def postgres_url():
     try:
         yield url
     finally:
+        # FORCE (PostgreSQL 13+) ends the connections and drops in one statement: terminating them
+        # first, then dropping, lost the race to a lab server's pool reconnecting as it died.
         cursor = admin.cursor()
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        for attempt in range(5):
+            try:
+                cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                break
+            except psycopg2.errors.ObjectInUse:
+                if attempt == 4:
+                    raise
+                time.sleep(0.5)
         admin.close()
 
 
