@@ -325,7 +325,7 @@ def message_problem(reply: Optional[str], max_chars: int = protocol.MESSAGE_MAX_
         return "it contained no message inside <>"
     # Never quote the placeholder back: a small model copies what the re-ask shows it.
     inside = [_clean_message(m.group(1)) for pattern in _MESSAGE_PATTERNS for m in pattern.finditer(strip_html(answer))]
-    if any(text and (is_echo(text) or text.lower().rstrip(".") in NOT_MESSAGES) for text in inside):
+    if any(text and not _usable(text) for text in inside):
         return "the text inside <> repeated the instructions' words instead of saying something to your associate"
     return "the text inside <> was empty or markup, not something said to your associate"
 
