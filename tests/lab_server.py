@@ -71,7 +71,6 @@ def run_bots(workdir: Path, config: str, participants: int, overrides: dict, dat
     return result
 
 
-
 def completed_session_code(result: subprocess.CompletedProcess) -> str:
     """The code of the session a ``run_bots`` run completed (its output names it)."""
     return result.stdout.split("Bots completed session ", 1)[1].split()[0]
@@ -87,6 +86,7 @@ def run_test_experiment_bots(workdir: Path, config: str, participants: int, over
                       database=database, extra_env={"LAB_TEST_EXPERIMENTS": "1", "LAB_BOT_PAGES": str(pages),
                                                     **(extra_env or {})})
     return completed_session_code(result)
+
 
 def free_port() -> int:
     with socket.socket() as s:
